@@ -1,0 +1,66 @@
+// RAII MPI communicators with ULFM operations. Every communicator flashrec owns is a Comm:
+// MPI_ERRORS_RETURN is set on it, and every MPI return code goes through check(), the one
+// place that turns an error into a typed exception.
+#pragma once
+#include <mpi.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace flashrec::ft {
+
+class Comm {
+public:
+    Comm() = default;
+    // Takes ownership of `handle` (freed in the destructor); sets MPI_ERRORS_RETURN.
+    static Comm adopt(MPI_Comm handle, std::string name);
+    // A duplicate of MPI_COMM_WORLD, the usual start of `universe`.
+    static Comm dup_world(std::string name);
+
+    Comm(Comm&& other) noexcept;
+    Comm& operator=(Comm&& other) noexcept;
+    Comm(const Comm&) = delete;
+    Comm& operator=(const Comm&) = delete;
+    ~Comm();
+
+    MPI_Comm get() const { return handle_; }
+    const std::string& name() const { return name_; }
+    bool valid() const { return handle_ != MPI_COMM_NULL; }
+    int rank() const;
+    int size() const;
+
+    Comm dup(std::string name) const;
+    // color < 0 means MPI_UNDEFINED: the result is an invalid Comm for this process.
+    Comm split(int color, int key, std::string name) const;
+
+    // Marks the communicator revoked on every member; never throws (it is called while
+    // unwinding from another failure). Only revoke after every member passed an agree on it
+    // (NOTES-ULFM trap 6).
+    void revoke() noexcept;
+    bool is_revoked() const;
+    // A new communicator without the failed processes.
+    Comm shrink(std::string name) const;
+    // Fault-tolerant agreement: the bitwise AND of `flag` over the live members. Known failures
+    // are acknowledged first, so only a failure during the agreement throws ProcessFailure.
+    // Bounded by `deadline` (DeadlineExceeded) because iagree can be polled.
+    int agree(int flag, std::chrono::steady_clock::time_point deadline) const;
+    // Ranks (in this communicator) that MPI knows to have failed.
+    std::vector<int> failed_ranks() const;
+
+private:
+    Comm(MPI_Comm handle, std::string name) : handle_(handle), name_(std::move(name)) {}
+    void release() noexcept;
+
+    MPI_Comm handle_ = MPI_COMM_NULL;
+    std::string name_;
+};
+
+// Throws the typed exception for `rc` (ProcessFailure, CommRevoked, MpiError); no-op on MPI_SUCCESS.
+void check(int rc, const char* operation, const Comm& comm);
+void check(int rc, const char* operation, MPI_Comm comm, const std::string& comm_name);
+
+// This process's rank in MPI_COMM_WORLD, for error messages and logs.
+int world_rank();
+
+}  // namespace flashrec::ft

