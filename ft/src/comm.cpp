@@ -40,6 +40,17 @@ void check(int rc, const char* operation, const Comm& comm) {
     check(rc, operation, comm.get(), comm.name());
 }
 
+void check_requests(int rc, const MPI_Status* statuses, int count, const char* operation,
+                    const Comm& comm) {
+    if (rc == MPI_ERR_IN_STATUS) {
+        for (int i = 0; i < count; ++i) {
+            const int e = statuses[i].MPI_ERROR;
+            if (e != MPI_SUCCESS && e != MPI_ERR_PENDING) check(e, operation, comm);
+        }
+    }
+    check(rc, operation, comm);
+}
+
 Comm Comm::adopt(MPI_Comm handle, std::string name) {
     Comm c(handle, std::move(name));
     if (handle != MPI_COMM_NULL) {

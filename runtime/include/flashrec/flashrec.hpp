@@ -1,6 +1,29 @@
 // flashrec: the one header a trainer includes.
+//
+//   flashrec::Runtime rt(argc, argv);                 // MPI, train.yaml, roles, spares
+//   rt.protect("master", master_shard, flashrec::Redundancy::sharded);
+//   for (auto step : rt.steps()) {
+//       auto batch = make_batch(step.data_seed());    // data = f(step, dp rank, seed)
+//       ... forward/backward ...
+//       step.reduce_scatter(grads, grad_shard);       // fixed summation order by role
+//       step.update([&] { adam(master_shard, grad_shard); });
+//       step.allgather(params);
+//   }
+//
+// Failures are handled inside the loop: when a peer dies, the current step is abandoned
+// (collectives return, update() does not run), the loop repairs the job, restores every
+// protected buffer to the last step that is complete everywhere, and continues from the
+// step after it. A trainer must therefore change protected state only inside update() and
+// allgather(), and keep no other state across steps that it does not protect.
 #pragma once
 #include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "flashrec/errors.hpp"
 
@@ -8,5 +31,166 @@ namespace flashrec {
 
 // The library's version, "major.minor.patch".
 const char* version();
+
+// A logical role: the process's coordinate in the data/tensor/pipeline-parallel grid.
+// Roles, not MPI ranks, name state: ranks change at every repair, roles do not.
+struct Role {
+    int dp = 0, tp = 0, pp = 0;
+    std::string key() const;  // "dp3.tp0.pp0"
+    bool operator==(const Role&) const = default;
+};
+
+// How a protected buffer is kept safe (DESIGN.md, "State and its protection").
+enum class Redundancy {
+    replicated,  // identical on every DP peer (parameters under DP/ZeRO-1): local snapshot only
+    sharded,     // unique to this role (optimizer shard): snapshot + copies on k ring successors
+    envelope,    // small per-role metadata (RNG, loader position): travels with every snapshot
+};
+
+// Element type of a protected buffer, recorded in checkpoints.
+enum class DType { u8, i32, i64, f32, f64 };
+
+template <class T>
+constexpr DType dtype_of();
+template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
+template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+
+// Where a step is, for the controller's hang detection and for fault injection.
+enum class Phase { forward, allreduce, sync, optimizer, replication, recovery };
+
+class Runtime;
+
+// One iteration of the training loop.
+class Step {
+public:
+    std::int64_t index() const { return index_; }
+    // Seed of this step's data for this DP rank: a pure function of (seed, step, dp rank), so
+    // a replayed step sees exactly the same data.
+    std::uint64_t data_seed() const;
+
+    // Sums `grads` over the DP group in a fixed order (by dp coordinate, whatever process
+    // holds each role) and leaves this role's shard of the sum in `shard`
+    // (size = Runtime::shard_range(grads.size()) length). The ZeRO-1 gradient step.
+    void reduce_scatter(std::span<const float> grads, std::span<float> shard);
+    // Gathers every DP role's shard of `full` (this role's part already in place) into all.
+    void allgather(std::span<float> full);
+    // reduce_scatter + allgather: the full gradient sum, on every DP peer, in fixed order.
+    void allreduce(std::span<float> data);
+
+    // Runs `mutate` (the optimizer) after the one synchronization point: the previous step's
+    // snapshot is committed everywhere it is needed. Does nothing if the step was abandoned.
+    template <class F>
+    void update(F&& mutate) {
+        if (begin_update()) {
+            mutate();
+            end_update();
+        }
+    }
+
+    // Reports this step's loss (rank-local); the launcher's progress view shows DP rank 0's.
+    void report_loss(double loss);
+    // True once a failure abandoned this step; the loop will recover when the body returns.
+    bool abandoned() const;
+
+private:
+    friend class StepRange;
+    Step(Runtime* rt, std::int64_t index) : rt_(rt), index_(index) {}
+    bool begin_update();
+    void end_update();
+
+    Runtime* rt_;
+    std::int64_t index_;
+};
+
+// Iterates the job's steps; recovery happens in its increment.
+class StepRange {
+public:
+    class iterator {
+    public:
+        Step operator*() const;
+        iterator& operator++();
+        bool operator!=(const iterator& other) const { return index_ != other.index_; }
+
+    private:
+        friend class StepRange;
+        iterator(Runtime* rt, std::int64_t index) : rt_(rt), index_(index) {}
+        Runtime* rt_;
+        std::int64_t index_;
+    };
+    iterator begin();
+    iterator end();
+
+private:
+    friend class Runtime;
+    explicit StepRange(Runtime* rt) : rt_(rt) {}
+    static Step make_step(Runtime* rt, std::int64_t index) { return Step(rt, index); }
+    Runtime* rt_;
+};
+
+class Runtime {
+public:
+    // Initializes MPI (MPI_THREAD_MULTIPLE), reads the train.yaml named by `--config <file>`
+    // in argv or by FLASHREC_CONFIG, takes fault specs from `--fault <spec>` options, and
+    // assigns this process its role. A hot spare stays inside this constructor until it is
+    // given a dead role; one that is never needed exits the process here at the end of the job.
+    Runtime(int& argc, char**& argv);
+    Runtime(int& argc, char**& argv, const std::string& config_path);
+    ~Runtime();
+    Runtime(const Runtime&) = delete;
+    Runtime& operator=(const Runtime&) = delete;
+
+    Role role() const;
+    int dp_size() const;
+    int tp_size() const;
+    int pp_size() const;
+    // Communicators of this role's groups, ordered by role. They are replaced by every
+    // repair: ask again each step, never keep one across steps.
+    MPI_Comm dp_comm() const;
+    MPI_Comm tp_comm() const;
+    MPI_Comm pp_comm() const;
+    MPI_Comm work_comm() const;
+
+    // Values from train.yaml's `trainer:` section (dotted keys for nested maps). Without a
+    // default, a missing key is a ConfigError naming the key.
+    std::int64_t param_int(const std::string& key) const;
+    std::int64_t param_int(const std::string& key, std::int64_t fallback) const;
+    double param_double(const std::string& key) const;
+    double param_double(const std::string& key, double fallback) const;
+    std::string param_string(const std::string& key, const std::string& fallback) const;
+    std::uint64_t seed() const;
+    std::int64_t total_steps() const;
+
+    // This DP role's part [first, last) of an array of `count` elements (ZeRO-1 sharding).
+    std::pair<std::size_t, std::size_t> shard_range(std::size_t count) const;
+
+    // Registers a buffer flashrec protects. Register everything before the loop starts;
+    // the memory must stay valid until the Runtime is destroyed.
+    void protect(const std::string& name, void* data, std::size_t bytes, DType type,
+                 Redundancy kind);
+    template <class T>
+    void protect(const std::string& name, std::span<T> data, Redundancy kind) {
+        protect(name, data.data(), data.size_bytes(), dtype_of<std::remove_const_t<T>>(), kind);
+    }
+
+    StepRange steps() { return StepRange(this); }
+
+    // XXH3-64 over every protected buffer of every role, in role order, as 16 hex digits.
+    // Collective over the active ranks. Runs compare with it.
+    std::string state_checksum();
+    // True on exactly one process (role 0): where a trainer prints job-wide lines.
+    bool is_leader() const;
+
+    struct Impl;
+
+private:
+    friend class Step;
+    friend class StepRange;
+    std::int64_t loop_start();
+    std::int64_t loop_next(std::int64_t index);
+    std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace flashrec

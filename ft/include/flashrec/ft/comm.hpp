@@ -60,6 +60,10 @@ private:
 void check(int rc, const char* operation, const Comm& comm);
 void check(int rc, const char* operation, MPI_Comm comm, const std::string& comm_name);
 
+// For MPI_Testall/Waitall: on MPI_ERR_IN_STATUS, throws for the first request that failed.
+void check_requests(int rc, const MPI_Status* statuses, int count, const char* operation,
+                    const Comm& comm);
+
 // This process's rank in MPI_COMM_WORLD, for error messages and logs.
 int world_rank();
 

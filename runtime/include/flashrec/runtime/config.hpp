@@ -72,7 +72,10 @@ struct Logging {
 enum class Phase { forward, allreduce, sync, optimizer, replication, recovery };
 enum class Action { kill, exit, stop };
 
-// --fault role=<dp>[,<tp>,<pp>]|spare:<i>:step=<N>:phase=<...>:action=<kill|exit[=code]|stop>
+// One injected fault, from `faults:` in train.yaml or a --fault option (docs/config.md):
+//   role=<dp>[,<tp>,<pp>]|role=spare:<i> :step=<N> [:phase=<forward|allreduce|sync|optimizer|
+//   replication|recovery>] [:action=<kill|exit[=<code>]|stop>]
+// Parts are separated by ':' and may come in any order; phase defaults to forward, action to kill.
 struct Fault {
     bool spare = false;               // target hot spare number `spare_index` instead of a role
     int spare_index = 0;
@@ -103,6 +106,9 @@ Config load(const std::string& path);
 Config parse(const std::string& yaml_text, const std::string& path_for_messages);
 // One --fault spec (the same grammar as the faults: list); `where` names its origin.
 Fault parse_fault(const std::string& spec, const std::string& where);
+// Checks a fault's role against the job's shape (dp/tp/pp, hot_spares); `parse` does this for
+// the faults: list, a caller of parse_fault does it once the job is known.
+void validate_fault(const Fault& fault, const Job& job, const std::string& where);
 std::string to_string(Phase p);
 std::string to_string(Action a);
 

@@ -1,0 +1,98 @@
+// Per-step in-memory protection (DESIGN.md, "State and its protection"): after every step the
+// state is copied into this role's ping-pong snapshot in node-local shared memory, and the
+// unique part of it (sharded + envelope buffers) is sent to k ring successors, which keep it in
+// peer snapshots. All of it runs on a background thread, overlapped with the next step's
+// forward/backward; the step loop waits for it only at the sync point before the optimizer.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flashrec/ft/comm.hpp"
+#include "flashrec/ft/snapshot.hpp"
+
+namespace flashrec::ft {
+
+// A live buffer of the trainer's that is snapshotted.
+struct ProtectedRegion {
+    std::string name;
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    bool replicate = false;  // sent to ring successors (sharded and envelope state)
+};
+
+// The part of `regions` a role sends to its ring successors.
+SnapshotLayout payload_layout(const std::vector<ProtectedRegion>& regions);
+SnapshotLayout full_layout(const std::vector<ProtectedRegion>& regions);
+
+struct RingPeer {
+    int rank = -1;               // in the replication communicator
+    std::string role_key;        // whose state ("dp1.tp0.pp0")
+    SnapshotLayout payload;      // a predecessor's payload layout (for successors: unused)
+};
+
+struct ProtectionSetup {
+    std::string job;
+    std::string store_prefix;    // prepended to role keys: the node ("n1."), so nodes never share
+    std::string role_key;
+    std::vector<ProtectedRegion> regions;
+    std::vector<RingPeer> successors;    // they keep my payload
+    std::vector<RingPeer> predecessors;  // I keep theirs
+    std::size_t chunk_bytes = 4 << 20;
+    // Called by the background thread once its transfers are under way (fault injection).
+    std::function<void(std::int64_t step)> during_replication;
+};
+
+class Protection {
+public:
+    // Opens (or creates) the snapshot stores; `replication` is this object's own communicator.
+    Protection(ProtectionSetup setup, Comm replication);
+    ~Protection();
+    Protection(const Protection&) = delete;
+    Protection& operator=(const Protection&) = delete;
+
+    // Starts snapshot `step` (the state after step `step`) in the background.
+    void start_snapshot(std::int64_t step, std::int64_t epoch);
+    // Waits until the snapshot in flight is committed locally and at every successor's end
+    // that this role sends to, and every predecessor's payload is committed here. Returns the
+    // seconds spent waiting (the exposed overhead). Rethrows the background thread's failure
+    // (ProcessFailure / CommRevoked) so the step loop can enter recovery.
+    double wait();
+    // Stops the background thread after a failure elsewhere: revokes the replication
+    // communicator so pending transfers return, and joins. Never throws.
+    void abort() noexcept;
+
+    const SnapshotStore& own() const { return own_; }
+    // The peer copy of `owner_key` held here, or nullptr.
+    const SnapshotStore* held(const std::string& owner_key) const;
+    // Copies version `step` of this role's own snapshot back into the live buffers.
+    void restore_own(std::int64_t step);
+    // Shared memory this process holds for snapshots (2x own + 2x each held payload).
+    std::size_t host_bytes() const;
+    const ProtectionSetup& setup() const { return setup_; }
+
+private:
+    void worker();
+    void snapshot(std::int64_t step, std::int64_t epoch);
+
+    ProtectionSetup setup_;
+    Comm comm_;
+    SnapshotStore own_;
+    std::map<std::string, SnapshotStore> held_;  // by owner role key
+
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool pending_ = false;   // a snapshot was started and is not finished
+    bool stopping_ = false;
+    std::int64_t next_step_ = -1, next_epoch_ = 0;
+    std::exception_ptr failure_;
+    std::thread thread_;
+};
+
+}  // namespace flashrec::ft

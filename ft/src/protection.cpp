@@ -1,0 +1,194 @@
+#include "flashrec/ft/protection.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "flashrec/errors.hpp"
+
+namespace flashrec::ft {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+SnapshotLayout layout_of(const std::vector<ProtectedRegion>& regions, bool payload_only) {
+    SnapshotLayout layout;
+    for (const auto& r : regions)
+        if (!payload_only || r.replicate) layout.push_back({r.name, r.bytes});
+    return layout;
+}
+
+// MPI counts are ints: chunks stay well below 2 GiB.
+int chunk_count(std::size_t bytes) { return static_cast<int>(bytes); }
+
+}  // namespace
+
+SnapshotLayout payload_layout(const std::vector<ProtectedRegion>& regions) {
+    return layout_of(regions, true);
+}
+SnapshotLayout full_layout(const std::vector<ProtectedRegion>& regions) {
+    return layout_of(regions, false);
+}
+
+Protection::Protection(ProtectionSetup setup, Comm replication)
+    : setup_(std::move(setup)),
+      comm_(std::move(replication)),
+      own_(setup_.job, setup_.store_prefix + setup_.role_key, full_layout(setup_.regions)) {
+    if (setup_.chunk_bytes == 0 || setup_.chunk_bytes > (1u << 30))
+        throw Error("protection.chunk_bytes must be between 1 byte and 1 GiB");
+    for (const auto& p : setup_.predecessors)
+        held_.emplace(p.role_key,
+                      SnapshotStore(setup_.job,
+                                    setup_.store_prefix + peer_role_key(p.role_key, setup_.role_key),
+                                    p.payload));
+    thread_ = std::thread([this] { worker(); });
+}
+
+Protection::~Protection() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+const SnapshotStore* Protection::held(const std::string& owner_key) const {
+    auto it = held_.find(owner_key);
+    return it == held_.end() ? nullptr : &it->second;
+}
+
+std::size_t Protection::host_bytes() const {
+    std::size_t total = own_.bytes();
+    for (const auto& [key, store] : held_) total += store.bytes();
+    return total;
+}
+
+void Protection::start_snapshot(std::int64_t step, std::int64_t epoch) {
+    std::lock_guard lock(mutex_);
+    if (failure_) return;  // wait() reports it
+    next_step_ = step;
+    next_epoch_ = epoch;
+    pending_ = true;
+    cv_.notify_all();
+}
+
+double Protection::wait() {
+    const auto start = Clock::now();
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return !pending_ || failure_; });
+    if (failure_) std::rethrow_exception(failure_);
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void Protection::abort() noexcept {
+    comm_.revoke();
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Protection::worker() {
+    for (;;) {
+        std::int64_t step = 0, epoch = 0;
+        {
+            std::unique_lock lock(mutex_);
+            cv_.wait(lock, [&] { return stopping_ || (pending_ && !failure_); });
+            if (stopping_) return;
+            step = next_step_;
+            epoch = next_epoch_;
+        }
+        try {
+            snapshot(step, epoch);
+        } catch (...) {
+            // Wake the peers' threads too; the main thread learns of it in wait().
+            comm_.revoke();
+            std::lock_guard lock(mutex_);
+            failure_ = std::current_exception();
+            pending_ = false;
+            cv_.notify_all();
+            return;
+        }
+        std::lock_guard lock(mutex_);
+        pending_ = false;
+        cv_.notify_all();
+    }
+}
+
+void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
+    const std::size_t chunk = setup_.chunk_bytes;
+    std::vector<MPI_Request> requests;
+
+    // Predecessors' payloads arrive straight into the staging slots of their peer stores.
+    // Buffers are matched by tag (their index in the payload); chunks of one buffer arrive in
+    // order because MPI keeps the order of messages between a pair on one tag.
+    std::vector<SnapshotStore*> receiving;
+    for (const auto& pred : setup_.predecessors) {
+        SnapshotStore& store = held_.at(pred.role_key);
+        WriteView view = store.begin_write(step, epoch);
+        for (std::size_t b = 0; b < view.buffers.size(); ++b) {
+            auto bytes = view.buffers[b].bytes;
+            for (std::size_t off = 0; off < bytes.size(); off += chunk) {
+                const std::size_t n = std::min(chunk, bytes.size() - off);
+                requests.emplace_back();
+                check(MPI_Irecv(bytes.data() + off, chunk_count(n), MPI_BYTE, pred.rank,
+                                static_cast<int>(b), comm_.get(), &requests.back()),
+                      "MPI_Irecv(replica)", comm_);
+            }
+        }
+        receiving.push_back(&store);
+    }
+
+    // Own snapshot: copy chunk by chunk, sending each payload chunk as soon as it is copied.
+    WriteView own = own_.begin_write(step, epoch);
+    int payload_index = 0;
+    for (std::size_t b = 0; b < setup_.regions.size(); ++b) {
+        const ProtectedRegion& region = setup_.regions[b];
+        auto dst = own.buffers[b].bytes;
+        const auto* src = static_cast<const std::byte*>(region.data);
+        for (std::size_t off = 0; off < region.bytes; off += chunk) {
+            const std::size_t n = std::min(chunk, region.bytes - off);
+            std::memcpy(dst.data() + off, src + off, n);
+            own_.note_written(b, off, n);
+            if (!region.replicate) continue;
+            for (const auto& succ : setup_.successors) {
+                requests.emplace_back();
+                check(MPI_Isend(dst.data() + off, chunk_count(n), MPI_BYTE, succ.rank,
+                                payload_index, comm_.get(), &requests.back()),
+                      "MPI_Isend(replica)", comm_);
+            }
+        }
+        if (region.replicate) ++payload_index;
+    }
+    if (setup_.during_replication) setup_.during_replication(step);
+
+    // Polled, not MPI_Waitall: a revoke from abort() or from a peer ends it with an error.
+    std::vector<MPI_Status> statuses(requests.size());
+    for (;;) {
+        int done = 0;
+        const int count = static_cast<int>(requests.size());
+        check_requests(MPI_Testall(count, requests.data(), &done, statuses.data()),
+                       statuses.data(), count, "MPI_Testall(replication)", comm_);
+        if (done) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    for (SnapshotStore* store : receiving) store->commit();
+    own_.commit();
+}
+
+void Protection::restore_own(std::int64_t step) {
+    const SnapshotView view = own_.committed(step);
+    if (!view.ok)
+        throw CorruptState(own_.role_key(), "", "cannot restore step " + std::to_string(step) +
+                                                    ": " + view.problem);
+    for (std::size_t b = 0; b < setup_.regions.size(); ++b)
+        std::memcpy(setup_.regions[b].data, view.buffers[b].bytes.data(), setup_.regions[b].bytes);
+}
+
+}  // namespace flashrec::ft

@@ -1,0 +1,38 @@
+#include "flashrec/runtime/fault_injector.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace flashrec::runtime {
+
+FaultInjector::FaultInjector(std::vector<config::Fault> faults, bool original_process)
+    : faults_(std::move(faults)), fired_(faults_.size(), false), armed_(original_process) {}
+
+void FaultInjector::set_identity(const config::Fault& who) { me_ = who; }
+
+void FaultInjector::at(std::int64_t step, config::Phase phase) {
+    if (!armed_) return;
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < faults_.size(); ++i) {
+        const auto& f = faults_[i];
+        const bool targets_me = f.spare ? (me_.spare && f.spare_index == me_.spare_index)
+                                        : (!me_.spare && f.dp == me_.dp && f.tp == me_.tp &&
+                                           f.pp == me_.pp);
+        // A spare has no step of its own while parked: its faults fire on the phase alone.
+        const bool now = f.phase == phase && (f.spare ? true : f.step == step);
+        if (!targets_me || !now || fired_[i]) continue;
+        fired_[i] = true;
+        std::fprintf(stderr, "flashrec: fault injected: %s (pid %d)\n", f.text.c_str(),
+                     static_cast<int>(getpid()));
+        std::fflush(stderr);
+        switch (f.action) {
+            case config::Action::kill: raise(SIGKILL); break;
+            case config::Action::exit: _exit(f.exit_code);
+            case config::Action::stop: raise(SIGSTOP); break;
+        }
+    }
+}
+
+}  // namespace flashrec::runtime

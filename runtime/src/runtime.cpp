@@ -1,0 +1,505 @@
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "flashrec/ft/checksum.hpp"
+#include "flashrec/runtime/runtime_impl.hpp"
+
+namespace flashrec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t splitmix64(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+// `--config <file>` / `--fault <spec>` from argv; the rest is the trainer's.
+struct CommandLine {
+    std::string config_path;
+    std::vector<std::string> faults;
+};
+
+CommandLine read_command_line(int argc, char** argv) {
+    CommandLine cl;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        auto value = [&](const char* flag) -> std::string {
+            if (i + 1 >= argc) throw ConfigError("command line", 0, flag, "needs a value");
+            return argv[++i];
+        };
+        if (arg == "--config") cl.config_path = value("--config");
+        else if (arg.rfind("--config=", 0) == 0) cl.config_path = arg.substr(9);
+        else if (arg == "--fault") cl.faults.push_back(value("--fault"));
+        else if (arg.rfind("--fault=", 0) == 0) cl.faults.push_back(arg.substr(8));
+    }
+    if (cl.config_path.empty()) {
+        if (const char* env = std::getenv("FLASHREC_CONFIG")) cl.config_path = env;
+    }
+    return cl;
+}
+
+// Node names of every process in `comm`, as ids in order of first appearance. On one machine
+// a job that asks for several nodes is laid out on virtual nodes (FLASHREC_NODE overrides).
+std::vector<int> node_ids(const ft::Comm& comm, const config::Job& job, int world_rank) {
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    if (const char* forced = std::getenv("FLASHREC_NODE")) {
+        std::snprintf(name, sizeof name, "%s", forced);
+    } else {
+        int len = 0;
+        MPI_Get_processor_name(name, &len);
+    }
+    const int n = comm.size();
+    std::vector<char> all(static_cast<size_t>(n) * MPI_MAX_PROCESSOR_NAME);
+    ft::check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                            MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm.get()),
+              "MPI_Allgather(node names)", comm);
+    std::map<std::string, int> ids;
+    std::vector<int> node(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+        std::string s(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+        node[static_cast<size_t>(r)] = ids.emplace(s, static_cast<int>(ids.size())).first->second;
+    }
+    if (ids.size() == 1 && job.nodes > 1 && !std::getenv("FLASHREC_NODE")) {
+        // Virtual nodes: ranks_per_node actives per node, hot spares on the node after them.
+        for (int r = 0; r < n; ++r)
+            node[static_cast<size_t>(r)] = std::min(r / job.ranks_per_node, job.nodes);
+    }
+    (void)world_rank;
+    return node;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+MpiSession::MpiSession(int& argc, char**& argv) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+        throw Error("flashrec needs MPI_THREAD_MULTIPLE (replication runs on its own thread)");
+}
+
+MpiSession::~MpiSession() { MPI_Finalize(); }
+
+Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
+    : mpi(argc, argv) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    const CommandLine cl = read_command_line(argc, argv);
+    const std::string path = config_path.empty() ? cl.config_path : config_path;
+    if (path.empty())
+        throw ConfigError("command line", 0, "--config",
+                          "is missing: pass --config <train.yaml> or set FLASHREC_CONFIG");
+    cfg = config::load(path);
+    for (const auto& spec : cl.faults) cfg.faults.push_back(config::parse_fault(spec, "--fault"));
+    shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
+
+    universe = ft::Comm::dup_world("universe");
+    const int expected = shape.size() + cfg.job.hot_spares;
+    if (universe.size() != expected)
+        throw ConfigError(cfg.path, 0, "job",
+                          "needs " + std::to_string(shape.size()) + " active ranks + " +
+                              std::to_string(cfg.job.hot_spares) + " hot spares = " +
+                              std::to_string(expected) + " processes, but the job has " +
+                              std::to_string(universe.size()));
+    const std::vector<int> nodes = node_ids(universe, cfg.job, world_rank);
+    node = nodes[static_cast<size_t>(world_rank)];
+    const std::vector<int> active_nodes(nodes.begin(), nodes.begin() + shape.size());
+    const auto role_of_process =
+        topology::assign_roles(shape, active_nodes, topology::parse_placement(cfg.job.placement));
+    node_of_role.assign(static_cast<size_t>(shape.size()), 0);
+    for (int p = 0; p < shape.size(); ++p)
+        node_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] =
+            active_nodes[static_cast<size_t>(p)];
+    if (world_rank < shape.size()) role_index = role_of_process[static_cast<size_t>(world_rank)];
+
+    faults = runtime::FaultInjector(cfg.faults, true);
+    config::Fault me;
+    if (role_index >= 0) {
+        const auto c = coord();
+        me.dp = c.dp, me.tp = c.tp, me.pp = c.pp;
+    } else {
+        me.spare = true;
+        me.spare_index = world_rank - shape.size();
+    }
+    faults.set_identity(me);
+    build_communicators();
+}
+
+void Runtime::Impl::build_communicators() {
+    const bool active = role_index >= 0;
+    work = universe.split(active ? 0 : -1, role_index, "work");
+    if (active) {
+        const auto c = coord();
+        dp = work.split(c.tp + shape.tp * c.pp, c.dp, "dp");
+        tp = work.split(c.dp + shape.dp * c.pp, c.tp, "tp");
+        pp = work.split(c.tp + shape.tp * c.dp, c.pp, "pp");
+        replication = work.dup("replication");
+    }
+    // Every member passes this agreement only after creating every communicator above, so
+    // revoking them later cannot hit a peer still inside their creation (NOTES-ULFM trap 6).
+    universe.agree(1, Clock::now() + std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
+}
+
+Role Runtime::Impl::role() const {
+    const auto c = coord();
+    return Role{c.dp, c.tp, c.pp};
+}
+
+void Runtime::Impl::enter(Phase p, std::int64_t tag) {
+    phase.store(static_cast<int>(p), std::memory_order_relaxed);
+    step_tag.store(tag, std::memory_order_relaxed);
+    faults.at(step, static_cast<config::Phase>(p));
+}
+
+void Runtime::Impl::revoke_all() noexcept {
+    if (protection) protection->abort();
+    for (ft::Comm* c : {&dp, &tp, &pp, &work, &universe}) c->revoke();
+}
+
+namespace {
+// Every process's `mine`, in rank order of `comm`.
+std::vector<std::string> allgather_strings(const ft::Comm& comm, const std::string& mine) {
+    const int n = comm.size();
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+    ft::check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm.get()),
+              "MPI_Allgather(lengths)", comm);
+    int total = 0;
+    for (int r = 0; r < n; ++r) displs[static_cast<size_t>(r)] = total, total += lens[static_cast<size_t>(r)];
+    std::string all(static_cast<size_t>(total), '\0');
+    ft::check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                             MPI_CHAR, comm.get()),
+              "MPI_Allgatherv(strings)", comm);
+    std::vector<std::string> out;
+    for (int r = 0; r < n; ++r)
+        out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
+                                 static_cast<size_t>(lens[static_cast<size_t>(r)])));
+    return out;
+}
+
+std::string serialize(const ft::SnapshotLayout& layout) {
+    std::string s;
+    for (const auto& b : layout) s += b.name + "\t" + std::to_string(b.bytes) + "\n";
+    return s;
+}
+
+ft::SnapshotLayout deserialize(const std::string& text) {
+    ft::SnapshotLayout layout;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        const size_t tab = text.find('\t', pos), nl = text.find('\n', tab);
+        layout.push_back({text.substr(pos, tab - pos), std::stoull(text.substr(tab + 1, nl - tab - 1))});
+        pos = nl + 1;
+    }
+    return layout;
+}
+
+double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+}  // namespace
+
+void Runtime::Impl::start_protection(std::int64_t version) {
+    protection.reset();
+    if (!cfg.protection.enabled) return;
+    std::vector<ft::ProtectedRegion> regions;
+    for (const auto& b : buffers)
+        regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
+    // Ring successors must know the size of what they will hold for each predecessor.
+    const auto payloads = allgather_strings(work, serialize(ft::payload_layout(regions)));
+    const bool node_aware = cfg.protection.placement == "node-aware";
+    const int k = cfg.protection.replicas;
+    ft::ProtectionSetup setup;
+    setup.job = cfg.job.name;
+    setup.store_prefix = "n" + std::to_string(node) + ".";
+    setup.role_key = topology::role_key(coord());
+    setup.regions = std::move(regions);
+    setup.chunk_bytes = static_cast<std::size_t>(cfg.protection.chunk_bytes);
+    for (int r : topology::ring_successors(shape, role_index, k, node_of_role, node_aware))
+        setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
+    for (int r : topology::ring_predecessors(shape, role_index, k, node_of_role, node_aware))
+        setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)),
+                                      deserialize(payloads[static_cast<size_t>(r)])});
+    setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
+    protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
+    if (role_index == 0 && epoch == 0) {
+        std::size_t own = protection->own().bytes(), total = protection->host_bytes();
+        log("protection: " + std::to_string(mib(total)) + " MiB of /dev/shm per rank = 2 x " +
+            std::to_string(mib(own / 2)) + " MiB own snapshot + 2 x " +
+            std::to_string(mib((total - own) / 2)) + " MiB replicas held (k=" + std::to_string(k) + ")");
+    }
+    protection->start_snapshot(version, epoch);
+}
+
+void Runtime::Impl::finish_loop() {
+    guarded([&] {
+        if (protection) protection->wait();
+        ft::check(MPI_Barrier(work.get()), "MPI_Barrier(end of loop)", work);
+    });
+    protection.reset();
+    if (abandoned) return;  // a failure at the very end: leave the segments to the launcher
+    // The job's snapshots are no longer needed: one process per node removes them all,
+    // including those of processes that died earlier on that node.
+    bool first = true;
+    for (int r = 0; r < role_index; ++r)
+        if (node_of_role[static_cast<size_t>(r)] == node) first = false;
+    if (first) ft::remove_all(cfg.job.name);
+}
+
+void Runtime::Impl::on_failure(const std::exception& e) {
+    if (!abandoned) log(std::string("step ") + std::to_string(step) + " abandoned: " + e.what());
+    abandoned = true;
+    revoke_all();
+}
+
+void Runtime::Impl::log(const std::string& text) const {
+    std::fprintf(stderr, "flashrec[%s pid %d]: %s\n",
+                 role_index >= 0 ? topology::role_key(coord()).c_str() : "spare",
+                 static_cast<int>(getpid()), text.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::string Role::key() const { return topology::role_key({dp, tp, pp}); }
+
+Runtime::Runtime(int& argc, char**& argv) : Runtime(argc, argv, std::string()) {}
+
+Runtime::Runtime(int& argc, char**& argv, const std::string& config_path)
+    : impl_(std::make_unique<Impl>(argc, argv, config_path)) {
+    if (impl_->role_index < 0)
+        throw Error("hot spares need in-job recovery, which this build does not have yet");
+}
+
+Runtime::~Runtime() = default;
+
+Role Runtime::role() const { return impl_->role(); }
+int Runtime::dp_size() const { return impl_->shape.dp; }
+int Runtime::tp_size() const { return impl_->shape.tp; }
+int Runtime::pp_size() const { return impl_->shape.pp; }
+MPI_Comm Runtime::dp_comm() const { return impl_->dp.get(); }
+MPI_Comm Runtime::tp_comm() const { return impl_->tp.get(); }
+MPI_Comm Runtime::pp_comm() const { return impl_->pp.get(); }
+MPI_Comm Runtime::work_comm() const { return impl_->work.get(); }
+std::uint64_t Runtime::seed() const { return impl_->cfg.job.seed; }
+std::int64_t Runtime::total_steps() const { return impl_->cfg.job.steps; }
+bool Runtime::is_leader() const { return impl_->role_index == 0; }
+
+namespace {
+YAML::Node trainer_value(const config::Config& cfg, const std::string& key) {
+    YAML::Node node = YAML::Clone(cfg.trainer);
+    size_t start = 0;
+    while (node && node.IsMap()) {
+        const size_t dot = key.find('.', start);
+        node = node[key.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
+        if (dot == std::string::npos) return node;
+        start = dot + 1;
+    }
+    return YAML::Node();
+}
+
+template <class T>
+T trainer_param(const config::Config& cfg, const std::string& key, const T* fallback) {
+    const YAML::Node v = trainer_value(cfg, key);
+    if (!v || v.IsNull()) {
+        if (fallback) return *fallback;
+        throw ConfigError(cfg.path, 0, "trainer." + key, "is required by the trainer but missing");
+    }
+    try {
+        return v.as<T>();
+    } catch (const YAML::Exception&) {
+        throw ConfigError(cfg.path, v.Mark().line + 1, "trainer." + key,
+                          "has the wrong type: '" + v.as<std::string>() + "'");
+    }
+}
+}  // namespace
+
+std::int64_t Runtime::param_int(const std::string& key) const {
+    return trainer_param<std::int64_t>(impl_->cfg, key, nullptr);
+}
+std::int64_t Runtime::param_int(const std::string& key, std::int64_t fallback) const {
+    return trainer_param<std::int64_t>(impl_->cfg, key, &fallback);
+}
+double Runtime::param_double(const std::string& key) const {
+    return trainer_param<double>(impl_->cfg, key, nullptr);
+}
+double Runtime::param_double(const std::string& key, double fallback) const {
+    return trainer_param<double>(impl_->cfg, key, &fallback);
+}
+std::string Runtime::param_string(const std::string& key, const std::string& fallback) const {
+    return trainer_param<std::string>(impl_->cfg, key, &fallback);
+}
+
+std::pair<std::size_t, std::size_t> Runtime::shard_range(std::size_t count) const {
+    const auto d = static_cast<std::size_t>(impl_->shape.dp);
+    const auto me = static_cast<std::size_t>(impl_->coord().dp);
+    return {count * me / d, count * (me + 1) / d};
+}
+
+void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DType type,
+                      Redundancy kind) {
+    for (const auto& b : impl_->buffers)
+        if (b.name == name) throw Error("protect: buffer '" + name + "' is registered twice");
+    if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
+        throw Error("protect: buffer name '" + name + "' must be 1-63 characters without '/' or spaces");
+    impl_->buffers.push_back({name, data, bytes, type, kind});
+}
+
+std::string Runtime::state_checksum() {
+    auto& im = *impl_;
+    std::vector<std::uint64_t> parts;
+    for (const auto& b : im.buffers) {
+        parts.push_back(ft::checksum(b.name.data(), b.name.size()));
+        parts.push_back(ft::checksum(b.data, b.bytes));
+    }
+    const std::uint64_t mine = ft::checksum(parts.data(), parts.size() * sizeof(std::uint64_t));
+    std::vector<std::uint64_t> all(static_cast<size_t>(im.work.size()));
+    ft::check(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, im.work.get()),
+              "MPI_Allgather(state checksum)", im.work);
+    return ft::checksum_hex(ft::checksum(all.data(), all.size() * sizeof(std::uint64_t)));
+}
+
+// --- the step loop ------------------------------------------------------------------------
+
+std::int64_t Runtime::loop_start() {
+    auto& im = *impl_;
+    im.step = 0;
+    im.abandoned = false;
+    im.start_protection(im.step);
+    im.enter(Phase::forward, im.step);
+    return im.step;
+}
+
+std::int64_t Runtime::loop_next(std::int64_t index) {
+    auto& im = *impl_;
+    if (im.abandoned)
+        throw Error("step " + std::to_string(index) +
+                    " was abandoned after a failure, and this build has no in-job recovery yet");
+    im.step = index + 1;
+    if (im.step >= im.cfg.job.steps) {
+        im.finish_loop();
+        return im.step;
+    }
+    if (im.protection) im.protection->start_snapshot(im.step, im.epoch);
+    im.enter(Phase::forward, im.step);
+    return im.step;
+}
+
+StepRange::iterator StepRange::begin() { return iterator(rt_, rt_->loop_start()); }
+StepRange::iterator StepRange::end() { return iterator(rt_, rt_->total_steps()); }
+Step StepRange::iterator::operator*() const { return make_step(rt_, index_); }
+StepRange::iterator& StepRange::iterator::operator++() {
+    index_ = rt_->loop_next(index_);
+    return *this;
+}
+
+std::uint64_t Step::data_seed() const {
+    const auto& im = *rt_->impl_;
+    return splitmix64(im.cfg.job.seed ^ splitmix64(static_cast<std::uint64_t>(index_) ^
+                                                   splitmix64(static_cast<std::uint64_t>(
+                                                       im.coord().dp + 1))));
+}
+
+void Step::reduce_scatter(std::span<const float> grads, std::span<float> shard) {
+    auto& im = *rt_->impl_;
+    const int d = im.shape.dp;
+    const std::size_t n = grads.size();
+    const auto [first, last] = rt_->shard_range(n);
+    if (shard.size() != last - first)
+        throw Error("reduce_scatter: shard has " + std::to_string(shard.size()) +
+                    " elements, this role's part of " + std::to_string(n) + " is " +
+                    std::to_string(last - first));
+    im.enter(Phase::allreduce, index_);
+    // Every role receives every peer's copy of its part and sums them in dp order itself:
+    // the result does not depend on MPI's reduction algorithm or on which process holds a role.
+    std::vector<int> send_counts(d), send_displs(d), recv_counts(d), recv_displs(d);
+    const auto mine = static_cast<int>(last - first);
+    for (int j = 0; j < d; ++j) {
+        const std::size_t a = n * static_cast<std::size_t>(j) / static_cast<std::size_t>(d);
+        const std::size_t b = n * static_cast<std::size_t>(j + 1) / static_cast<std::size_t>(d);
+        send_counts[j] = static_cast<int>(b - a);
+        send_displs[j] = static_cast<int>(a);
+        recv_counts[j] = mine;
+        recv_displs[j] = j * mine;
+    }
+    im.scratch.resize(static_cast<size_t>(d) * last - static_cast<size_t>(d) * first);
+    im.guarded([&] {
+        ft::check(MPI_Alltoallv(grads.data(), send_counts.data(), send_displs.data(), MPI_FLOAT,
+                                im.scratch.data(), recv_counts.data(), recv_displs.data(),
+                                MPI_FLOAT, im.dp.get()),
+                  "MPI_Alltoallv(gradients)", im.dp);
+    });
+    if (im.abandoned) return;
+    std::copy_n(im.scratch.begin(), mine, shard.begin());
+    for (int j = 1; j < d; ++j) {
+        const float* part = im.scratch.data() + static_cast<std::size_t>(j) * shard.size();
+        for (std::size_t i = 0; i < shard.size(); ++i) shard[i] += part[i];
+    }
+}
+
+void Step::allgather(std::span<float> full) {
+    auto& im = *rt_->impl_;
+    const int d = im.shape.dp;
+    const std::size_t n = full.size();
+    std::vector<int> counts(d), displs(d);
+    for (int j = 0; j < d; ++j) {
+        const std::size_t a = n * static_cast<std::size_t>(j) / static_cast<std::size_t>(d);
+        const std::size_t b = n * static_cast<std::size_t>(j + 1) / static_cast<std::size_t>(d);
+        counts[j] = static_cast<int>(b - a);
+        displs[j] = static_cast<int>(a);
+    }
+    im.guarded([&] {
+        ft::check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data(), counts.data(),
+                                 displs.data(), MPI_FLOAT, im.dp.get()),
+                  "MPI_Allgatherv(parameters)", im.dp);
+    });
+}
+
+void Step::allreduce(std::span<float> data) {
+    const auto [first, last] = rt_->shard_range(data.size());
+    std::vector<float> part(last - first);
+    reduce_scatter(data, part);
+    std::copy(part.begin(), part.end(), data.begin() + static_cast<std::ptrdiff_t>(first));
+    allgather(data);
+}
+
+bool Step::begin_update() {
+    auto& im = *rt_->impl_;
+    if (im.abandoned) return false;
+    im.enter(Phase::sync, index_);
+    im.guarded([&] {
+        if (!im.protection) return;
+        im.stats.exposed_wait_s += im.protection->wait();
+        ++im.stats.waits;
+    });
+    // The one synchronization point: nobody mutates state for this step unless every active
+    // role reached it alive (a failure anywhere abandons the step everywhere).
+    int everyone_here = 1;
+    im.guarded([&] {
+        ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, im.work.get()),
+                  "MPI_Allreduce(sync point)", im.work);
+    });
+    if (im.abandoned) return false;
+    im.enter(Phase::optimizer, -1);
+    return true;
+}
+
+void Step::end_update() {
+    auto& im = *rt_->impl_;
+    im.step_tag.store(index_ + 1, std::memory_order_relaxed);
+}
+
+void Step::report_loss(double loss) {
+    (void)loss;  // reported to the controller once the control plane lands
+}
+
+bool Step::abandoned() const { return rt_->impl_->abandoned; }
+
+}  // namespace flashrec
