@@ -5,15 +5,19 @@ target_compile_options(flashrec_warnings INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${FLASHREC_WERROR}>>:-Werror>)
 
 function(flashrec_module name)
-  cmake_parse_arguments(M "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  # USES: the modules whose headers this one includes (dependencies point one way:
+  # runtime -> {ft, spares, slurm}; spares -> ft).
+  cmake_parse_arguments(M "" "" "SOURCES;USES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   if(NOT M_SOURCES)  # a module whose code has not landed yet
     add_library(${name} INTERFACE)
     return()
   endif()
   add_library(${name} OBJECT ${M_SOURCES})
-  target_include_directories(${name} PUBLIC
-    ${PROJECT_SOURCE_DIR}/ft/include ${PROJECT_SOURCE_DIR}/runtime/include
-    ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  set(includes ${CMAKE_CURRENT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/ft/include)
+  foreach(used ${M_USES})
+    list(APPEND includes ${PROJECT_SOURCE_DIR}/${used}/include)
+  endforeach()
+  target_include_directories(${name} PUBLIC ${includes})
   target_link_libraries(${name} PUBLIC MPI::MPI_CXX Threads::Threads ${M_PUBLIC_DEPS}
                                 PRIVATE $<BUILD_INTERFACE:flashrec_warnings> ${M_PRIVATE_DEPS})
 endfunction()

@@ -163,4 +163,24 @@ std::vector<int> Comm::failed_ranks() const {
     return in_mine;
 }
 
+// Every process's `mine`, in rank order of `comm`.
+std::vector<std::string> allgather_strings(const ft::Comm& comm, const std::string& mine) {
+    const int n = comm.size();
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+    check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm.get()),
+              "MPI_Allgather(lengths)", comm);
+    int total = 0;
+    for (int r = 0; r < n; ++r) displs[static_cast<size_t>(r)] = total, total += lens[static_cast<size_t>(r)];
+    std::string all(static_cast<size_t>(total), '\0');
+    check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                             MPI_CHAR, comm.get()),
+              "MPI_Allgatherv(strings)", comm);
+    std::vector<std::string> out;
+    for (int r = 0; r < n; ++r)
+        out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
+                                 static_cast<size_t>(lens[static_cast<size_t>(r)])));
+    return out;
+}
+
 }  // namespace flashrec::ft

@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
+#include <exception>
 #include <map>
 
 #include "flashrec/ft/checksum.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
+#include "flashrec/spares/spares.hpp"
 
 namespace flashrec {
 
@@ -27,6 +30,7 @@ std::uint64_t splitmix64(std::uint64_t x) {
 struct CommandLine {
     std::string config_path;
     std::vector<std::string> faults;
+    std::string node;  // --flashrec-node: set by the parents of a spawned replacement
 };
 
 CommandLine read_command_line(int argc, char** argv) {
@@ -41,6 +45,7 @@ CommandLine read_command_line(int argc, char** argv) {
         else if (arg.rfind("--config=", 0) == 0) cl.config_path = arg.substr(9);
         else if (arg == "--fault") cl.faults.push_back(value("--fault"));
         else if (arg.rfind("--fault=", 0) == 0) cl.faults.push_back(arg.substr(8));
+        else if (arg == "--flashrec-node") cl.node = value("--flashrec-node");
     }
     if (cl.config_path.empty()) {
         if (const char* env = std::getenv("FLASHREC_CONFIG")) cl.config_path = env;
@@ -48,9 +53,10 @@ CommandLine read_command_line(int argc, char** argv) {
     return cl;
 }
 
-// Node names of every process in `comm`, as ids in order of first appearance. On one machine
-// a job that asks for several nodes is laid out on virtual nodes (FLASHREC_NODE overrides).
-std::vector<int> node_ids(const ft::Comm& comm, const config::Job& job, int world_rank) {
+// Node names of every process in `comm`. On one machine a job that asks for several nodes
+// runs on virtual nodes "node<k>", ranks_per_node actives each, hot spares on the node after
+// them (FLASHREC_NODE overrides the name of a process's node).
+std::vector<std::string> node_names(const ft::Comm& comm, const config::Job& job, bool& is_virtual) {
     char name[MPI_MAX_PROCESSOR_NAME] = {};
     if (const char* forced = std::getenv("FLASHREC_NODE")) {
         std::snprintf(name, sizeof name, "%s", forced);
@@ -63,19 +69,14 @@ std::vector<int> node_ids(const ft::Comm& comm, const config::Job& job, int worl
     ft::check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
                             MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm.get()),
               "MPI_Allgather(node names)", comm);
-    std::map<std::string, int> ids;
-    std::vector<int> node(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-        std::string s(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
-        node[static_cast<size_t>(r)] = ids.emplace(s, static_cast<int>(ids.size())).first->second;
-    }
-    if (ids.size() == 1 && job.nodes > 1 && !std::getenv("FLASHREC_NODE")) {
-        // Virtual nodes: ranks_per_node actives per node, hot spares on the node after them.
+    std::vector<std::string> names;
+    for (int r = 0; r < n; ++r) names.emplace_back(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
+    is_virtual = job.nodes > 1 && !std::getenv("FLASHREC_NODE") &&
+                 std::all_of(names.begin(), names.end(), [&](auto& x) { return x == names[0]; });
+    if (is_virtual)
         for (int r = 0; r < n; ++r)
-            node[static_cast<size_t>(r)] = std::min(r / job.ranks_per_node, job.nodes);
-    }
-    (void)world_rank;
-    return node;
+            names[static_cast<size_t>(r)] = "node" + std::to_string(std::min(r / job.ranks_per_node, job.nodes));
+    return names;
 }
 
 }  // namespace
@@ -89,7 +90,9 @@ MpiSession::MpiSession(int& argc, char**& argv) {
         throw Error("flashrec needs MPI_THREAD_MULTIPLE (replication runs on its own thread)");
 }
 
-MpiSession::~MpiSession() { MPI_Finalize(); }
+MpiSession::~MpiSession() {
+    if (std::uncaught_exceptions() == 0) MPI_Finalize();
+}
 
 Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     : mpi(argc, argv) {
@@ -103,7 +106,17 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     for (const auto& spec : cl.faults) cfg.faults.push_back(config::parse_fault(spec, "--fault"));
     shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
 
+    for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
+    faults = runtime::FaultInjector(cfg.faults, !spares::was_spawned());
+    if (spares::was_spawned()) {
+        // A cold spare: the survivors started this process to take a dead role.
+        original = false;
+        node_name = cl.node;
+        join_as_spawned();
+        return;
+    }
     universe = ft::Comm::dup_world("universe");
+    process_id = world_rank;
     const int expected = shape.size() + cfg.job.hot_spares;
     if (universe.size() != expected)
         throw ConfigError(cfg.path, 0, "job",
@@ -111,9 +124,13 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
                               std::to_string(cfg.job.hot_spares) + " hot spares = " +
                               std::to_string(expected) + " processes, but the job has " +
                               std::to_string(universe.size()));
-    const std::vector<int> nodes = node_ids(universe, cfg.job, world_rank);
-    node = nodes[static_cast<size_t>(world_rank)];
-    const std::vector<int> active_nodes(nodes.begin(), nodes.begin() + shape.size());
+    const std::vector<std::string> names = node_names(universe, cfg.job, virtual_nodes);
+    node_name = names[static_cast<size_t>(world_rank)];
+    std::map<std::string, int> node_id;
+    std::vector<int> active_nodes;
+    for (int p = 0; p < shape.size(); ++p)
+        active_nodes.push_back(node_id.emplace(names[static_cast<size_t>(p)],
+                                               static_cast<int>(node_id.size())).first->second);
     const auto role_of_process =
         topology::assign_roles(shape, active_nodes, topology::parse_placement(cfg.job.placement));
     node_of_role.assign(static_cast<size_t>(shape.size()), 0);
@@ -121,8 +138,8 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         node_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] =
             active_nodes[static_cast<size_t>(p)];
     if (world_rank < shape.size()) role_index = role_of_process[static_cast<size_t>(world_rank)];
+    for (int r = shape.size(); r < universe.size(); ++r) spare_ranks.push_back(r);
 
-    faults = runtime::FaultInjector(cfg.faults, true);
     config::Fault me;
     if (role_index >= 0) {
         const auto c = coord();
@@ -133,6 +150,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     }
     faults.set_identity(me);
     build_communicators();
+    if (role_index < 0) park_until_needed();
 }
 
 void Runtime::Impl::build_communicators() {
@@ -144,10 +162,12 @@ void Runtime::Impl::build_communicators() {
         tp = work.split(c.dp + shape.dp * c.pp, c.tp, "tp");
         pp = work.split(c.tp + shape.tp * c.dp, c.pp, "pp");
         replication = work.dup("replication");
+    } else {
+        dp = ft::Comm(), tp = ft::Comm(), pp = ft::Comm(), replication = ft::Comm();
     }
     // Every member passes this agreement only after creating every communicator above, so
     // revoking them later cannot hit a peer still inside their creation (NOTES-ULFM trap 6).
-    universe.agree(1, Clock::now() + std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
+    universe.agree(1, deadline());
 }
 
 Role Runtime::Impl::role() const {
@@ -167,26 +187,6 @@ void Runtime::Impl::revoke_all() noexcept {
 }
 
 namespace {
-// Every process's `mine`, in rank order of `comm`.
-std::vector<std::string> allgather_strings(const ft::Comm& comm, const std::string& mine) {
-    const int n = comm.size();
-    int len = static_cast<int>(mine.size());
-    std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
-    ft::check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm.get()),
-              "MPI_Allgather(lengths)", comm);
-    int total = 0;
-    for (int r = 0; r < n; ++r) displs[static_cast<size_t>(r)] = total, total += lens[static_cast<size_t>(r)];
-    std::string all(static_cast<size_t>(total), '\0');
-    ft::check(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
-                             MPI_CHAR, comm.get()),
-              "MPI_Allgatherv(strings)", comm);
-    std::vector<std::string> out;
-    for (int r = 0; r < n; ++r)
-        out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
-                                 static_cast<size_t>(lens[static_cast<size_t>(r)])));
-    return out;
-}
-
 std::string serialize(const ft::SnapshotLayout& layout) {
     std::string s;
     for (const auto& b : layout) s += b.name + "\t" + std::to_string(b.bytes) + "\n";
@@ -214,18 +214,19 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     for (const auto& b : buffers)
         regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
     // Ring successors must know the size of what they will hold for each predecessor.
-    const auto payloads = allgather_strings(work, serialize(ft::payload_layout(regions)));
+    const auto payloads = ft::allgather_strings(work, serialize(ft::payload_layout(regions)));
     const bool node_aware = cfg.protection.placement == "node-aware";
     const int k = cfg.protection.replicas;
     ft::ProtectionSetup setup;
     setup.job = cfg.job.name;
-    setup.store_prefix = "n" + std::to_string(node) + ".";
+    setup.store_prefix = store_prefix();
     setup.role_key = topology::role_key(coord());
     setup.regions = std::move(regions);
     setup.chunk_bytes = static_cast<std::size_t>(cfg.protection.chunk_bytes);
     for (int r : topology::ring_successors(shape, role_index, k, node_of_role, node_aware))
         setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
-    for (int r : topology::ring_predecessors(shape, role_index, k, node_of_role, node_aware))
+    held_roles = topology::ring_predecessors(shape, role_index, k, node_of_role, node_aware);
+    for (int r : held_roles)
         setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)),
                                       deserialize(payloads[static_cast<size_t>(r)])});
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
@@ -239,18 +240,32 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     protection->start_snapshot(version, epoch);
 }
 
+std::string Runtime::Impl::store_prefix() const {
+    std::string prefix = node_name;
+    for (char& c : prefix)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+    return prefix + ".";
+}
+
 void Runtime::Impl::finish_loop() {
     guarded([&] {
         if (protection) protection->wait();
         ft::check(MPI_Barrier(work.get()), "MPI_Barrier(end of loop)", work);
     });
     protection.reset();
+    if (!abandoned && role_index == 0) {
+        try {
+            spares::release(universe, spare_ranks);
+        } catch (const Error& e) {
+            log(std::string("could not release the hot spares: ") + e.what());
+        }
+    }
     if (abandoned) return;  // a failure at the very end: leave the segments to the launcher
     // The job's snapshots are no longer needed: one process per node removes them all,
     // including those of processes that died earlier on that node.
     bool first = true;
     for (int r = 0; r < role_index; ++r)
-        if (node_of_role[static_cast<size_t>(r)] == node) first = false;
+        if (node_of_role[static_cast<size_t>(r)] == node_of_role[static_cast<size_t>(role_index)]) first = false;
     if (first) ft::remove_all(cfg.job.name);
 }
 
@@ -273,10 +288,7 @@ std::string Role::key() const { return topology::role_key({dp, tp, pp}); }
 Runtime::Runtime(int& argc, char**& argv) : Runtime(argc, argv, std::string()) {}
 
 Runtime::Runtime(int& argc, char**& argv, const std::string& config_path)
-    : impl_(std::make_unique<Impl>(argc, argv, config_path)) {
-    if (impl_->role_index < 0)
-        throw Error("hot spares need in-job recovery, which this build does not have yet");
-}
+    : impl_(std::make_unique<Impl>(argc, argv, config_path)) {}
 
 Runtime::~Runtime() = default;
 
@@ -370,18 +382,27 @@ std::string Runtime::state_checksum() {
 
 std::int64_t Runtime::loop_start() {
     auto& im = *impl_;
-    im.step = 0;
     im.abandoned = false;
-    im.start_protection(im.step);
+    if (im.restore_pending) {
+        // This process took a dead role: its state arrives from the survivors.
+        im.receive_restore();
+        im.finish_recovery();
+    } else {
+        im.step = 0;
+        im.start_protection(im.step);
+    }
     im.enter(Phase::forward, im.step);
     return im.step;
 }
 
 std::int64_t Runtime::loop_next(std::int64_t index) {
     auto& im = *impl_;
-    if (im.abandoned)
-        throw Error("step " + std::to_string(index) +
-                    " was abandoned after a failure, and this build has no in-job recovery yet");
+    if (im.abandoned) {
+        im.recover();
+        im.enter(Phase::forward, im.step);
+        return im.step;
+    }
+    if (im.last_plan) im.emit_recovery_record();  // the first step after a repair is done
     im.step = index + 1;
     if (im.step >= im.cfg.job.steps) {
         im.finish_loop();

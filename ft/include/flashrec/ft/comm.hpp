@@ -64,6 +64,9 @@ void check(int rc, const char* operation, MPI_Comm comm, const std::string& comm
 void check_requests(int rc, const MPI_Status* statuses, int count, const char* operation,
                     const Comm& comm);
 
+// Every member's `mine`, in rank order of `comm` (collective).
+std::vector<std::string> allgather_strings(const Comm& comm, const std::string& mine);
+
 // This process's rank in MPI_COMM_WORLD, for error messages and logs.
 int world_rank();
 

@@ -4,12 +4,15 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "flashrec/flashrec.hpp"
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/protection.hpp"
+#include "flashrec/ft/watchdog.hpp"
+#include "flashrec/runtime/recovery_plan.hpp"
 #include "flashrec/runtime/config.hpp"
 #include "flashrec/runtime/fault_injector.hpp"
 #include "flashrec/runtime/topology.hpp"
@@ -17,6 +20,8 @@
 namespace flashrec {
 
 // MPI_Init_thread / MPI_Finalize, first member of Impl so it is torn down last.
+// When the Runtime is destroyed by an exception, MPI_Finalize is skipped: it could block on
+// peers that are gone, and the launcher must see this process fail.
 struct MpiSession {
     MpiSession(int& argc, char**& argv);
     ~MpiSession();
@@ -41,8 +46,12 @@ struct Runtime::Impl {
     int world_rank = -1;
     bool original = true;        // started with the job (not a spare that took a role later)
     int role_index = -1;         // -1 while this process is a parked hot spare
-    int node = 0;                // node id of this process
-    std::vector<int> node_of_role;
+    std::string node_name;       // this process's node ("node1" on virtual nodes, or the host)
+    bool virtual_nodes = false;  // one machine standing in for job.nodes nodes
+    std::vector<int> node_of_role;  // node ids, equal = same node
+    std::vector<std::string> start_args;  // as started: what a spawned replacement runs
+    std::int64_t process_id = 0; // stable across repairs: hot spares are used in this order
+    std::vector<int> spare_ranks;   // parked hot spares, as ranks in `universe`
     int epoch = 0;               // topology epoch: +1 per repair
 
     ft::Comm universe;           // every live process: actives and hot spares
@@ -51,6 +60,20 @@ struct Runtime::Impl {
     ft::Comm replication;        // dup of work for the protection thread (handed to it)
 
     std::unique_ptr<ft::Protection> protection;
+    std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
+    ft::Watchdog watchdog;
+
+    // Recovery.
+    struct Timeline {
+        std::chrono::steady_clock::time_point noticed, start, last;
+        std::vector<std::pair<std::string, double>> phases;  // name, ms
+        void begin();
+        void mark(const std::string& phase);
+    } timeline;
+    std::optional<recovery::Plan> last_plan;   // reported after the first step that follows it
+    std::string replacement_kind = "spawned";  // hot | spawned | hot+spawned
+    bool restore_pending = false;              // this process took a dead role: loop_start restores
+    std::int64_t restore_version = -1;
     struct {
         double exposed_wait_s = 0;  // total time the sync point waited for snapshots
         std::int64_t waits = 0;
@@ -78,18 +101,35 @@ struct Runtime::Impl {
     // The loop ended: last snapshot committed, segments of this job on this node removed.
     void finish_loop();
     // Runs an MPI collective of this step; on a process failure or revoke, abandons the step.
+    // Any MPI error counts: under ULFM a collective that a failure interrupted may report
+    // MPI_ERR_OTHER on some ranks and MPI_ERR_PROC_FAILED on others (seen here).
     template <class F>
     void guarded(F&& collective) {
         if (abandoned) return;
         try {
             collective();
-        } catch (const ProcessFailure& e) {
-            on_failure(e);
-        } catch (const CommRevoked& e) {
+        } catch (const MpiError& e) {
             on_failure(e);
         }
     }
     void log(const std::string& text) const;
+
+    // Recovery (recovery.cpp).
+    // Snapshot segments are named per node, so virtual nodes on one machine never share them.
+    std::string store_prefix() const;
+    recovery::Report report() const;
+    std::vector<recovery::Report> exchange_reports(const ft::Comm& comm) const;
+    void recover();                        // survivors and woken hot spares
+    void recovery_epoch();
+    void join_as_spawned();                // a spawned replacement, from the constructor
+    void adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports);
+    void send_restore(const recovery::Plan& plan);
+    void receive_restore();                // a replacement, from loop_start
+    void finish_recovery();                // everyone: restored-agree, protection, resume
+    void park_until_needed();              // a hot spare, from the constructor
+    [[noreturn]] void end_job(const std::string& why, int exit_code);
+    std::chrono::steady_clock::time_point deadline() const;
+    void emit_recovery_record();
 };
 
 }  // namespace flashrec

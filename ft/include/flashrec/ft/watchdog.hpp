@@ -1,0 +1,38 @@
+// Bounds the recovery phases that MPI gives no way to interrupt (shrink, spawn, merge, split).
+// A phase that outlives its deadline ends this process with kExitForRelaunch: the MPI job then
+// dies as a whole and the launcher warm-relaunches it (tier 2) instead of everyone hanging.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace flashrec::ft {
+
+constexpr int kExitForRelaunch = 75;  // EX_TEMPFAIL: "try again", read by flashrec-launch
+
+class Watchdog {
+public:
+    Watchdog();
+    ~Watchdog();
+    Watchdog(const Watchdog&) = delete;
+    Watchdog& operator=(const Watchdog&) = delete;
+
+    // Arms the watchdog for `phase`; re-arming replaces the previous phase.
+    void arm(std::string phase, int epoch, std::chrono::milliseconds budget);
+    void disarm();
+
+private:
+    void run();
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool armed_ = false, stopping_ = false;
+    std::string phase_;
+    int epoch_ = 0;
+    std::chrono::milliseconds budget_{0};
+    std::chrono::steady_clock::time_point deadline_;
+    std::thread thread_;
+};
+
+}  // namespace flashrec::ft

@@ -1,0 +1,56 @@
+// What a recovery epoch decides, as a pure function of what every live process reported, so
+// every process computes the same plan without another round of messages.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashrec/runtime/topology.hpp"
+
+namespace flashrec::recovery {
+
+// Committed snapshot versions a process can vouch for (verified), newest first; -1 = none.
+struct Versions {
+    std::int64_t newest = -1, older = -1;
+    bool has(std::int64_t v) const { return v >= 0 && (v == newest || v == older); }
+};
+
+struct HeldCopy {
+    int owner_role = -1;
+    Versions versions;
+};
+
+// One live process's report. Roles are role indices; -1 for a hot spare or a new process.
+struct Report {
+    int role = -1;
+    std::string node;            // node name ("node2" or a hostname)
+    std::int64_t id = 0;         // stable process id: spares are taken in id order
+    std::int64_t step = -1;      // the step it was in when recovery began
+    bool has_replicated = false; // its role has replicated buffers
+    Versions own;
+    std::vector<HeldCopy> held;
+};
+std::string serialize(const Report& r);
+Report deserialize(const std::string& text);  // throws flashrec::Error on garbage
+
+struct Replacement {
+    int role = -1;
+    int process = -1;            // index into the reports (= rank in the new universe)
+    int replicated_from = -1;    // role that sends the replicated buffers (-1: none needed)
+    int payload_from = -1;       // role that sends the sharded + envelope buffers
+};
+
+struct Plan {
+    std::vector<int> dead_roles;
+    std::vector<Replacement> replacements;
+    int missing_spares = 0;      // dead roles without a spare to take them
+    std::int64_t version = -1;   // R: the newest version complete for every role; -1 if none
+    std::string problem;         // why there is no version (which role's state is lost)
+    std::vector<int> role_of_process;  // after the repair (-1: stays a spare)
+    std::vector<int> node_of_role;     // node ids (equal id = same node) after the repair
+    std::int64_t steps_replayed = 0;   // completed steps that will run again
+};
+
+Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports);
+
+}  // namespace flashrec::recovery

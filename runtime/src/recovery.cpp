@@ -1,0 +1,349 @@
+// In-job recovery (tier 1 of DESIGN.md's "Three tiers"): revoke → shrink → agree → exchange
+// reports → (spawn) → plan → rebuild communicators → restore → resume at version R.
+// Survivors run it from the step loop, hot spares from where they are parked, spawned
+// replacements from the Runtime constructor; all of them run the same collective sequence.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "flashrec/ft/snapshot.hpp"
+#include "flashrec/runtime/runtime_impl.hpp"
+#include "flashrec/spares/spares.hpp"
+
+namespace flashrec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kEpochTag = 0xe90c;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Verified versions held in (job, key): the newest, and the one before it if it verifies too.
+recovery::Versions versions_in(const std::string& job, const std::string& key) {
+    recovery::Versions v;
+    const ft::SnapshotReader reader(job, key);
+    const ft::SnapshotStatus newest = reader.verify();
+    if (!newest.ok) return v;
+    v.newest = newest.step;
+    if (newest.step > 0 && reader.verify(newest.step - 1).ok) v.older = newest.step - 1;
+    return v;
+}
+
+// Polls requests until done; a revoke or failure ends it with a typed exception.
+void wait_all(std::vector<MPI_Request>& requests, const ft::Comm& comm, const char* what) {
+    std::vector<MPI_Status> statuses(requests.size());
+    for (;;) {
+        int done = 0;
+        const int n = static_cast<int>(requests.size());
+        ft::check_requests(MPI_Testall(n, requests.data(), &done, statuses.data()), statuses.data(),
+                           n, what, comm);
+        if (done) return;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+}
+
+}  // namespace
+
+void Runtime::Impl::Timeline::begin() {
+    start = last = Clock::now();
+    phases.clear();
+}
+
+void Runtime::Impl::Timeline::mark(const std::string& phase) {
+    const auto now = Clock::now();
+    phases.emplace_back(phase, ms_between(last, now));
+    last = now;
+}
+
+Clock::time_point Runtime::Impl::deadline() const {
+    return Clock::now() + std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
+}
+
+void Runtime::Impl::end_job(const std::string& why, int exit_code) {
+    std::fprintf(stderr, "flashrec[pid %d]: ending the job: %s\n", static_cast<int>(getpid()),
+                 why.c_str());
+    std::fflush(stderr);
+    // Not MPI_Abort: under ULFM it can take survivors down in odd ways; the launcher sees the
+    // exit code and decides (75: relaunch from node-local snapshots; other: HDF5 restart).
+    _exit(exit_code);
+}
+
+recovery::Report Runtime::Impl::report() const {
+    recovery::Report r;
+    r.role = role_index;
+    r.node = node_name;
+    r.id = process_id;
+    r.step = step;
+    for (const auto& b : buffers) r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
+    if (role_index < 0) return r;
+    const std::string me = topology::role_key(coord());
+    r.own = versions_in(cfg.job.name, store_prefix() + me);
+    for (int owner : held_roles) {
+        const std::string key = topology::role_key(topology::coord_of(shape, owner));
+        r.held.push_back({owner, versions_in(cfg.job.name, store_prefix() + ft::peer_role_key(key, me))});
+    }
+    return r;
+}
+
+std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& comm) const {
+    std::vector<recovery::Report> reports;
+    for (const auto& text : ft::allgather_strings(comm, recovery::serialize(report())))
+        reports.push_back(recovery::deserialize(text));
+    return reports;
+}
+
+void Runtime::Impl::recover() {
+    timeline.noticed = Clock::now();
+    for (int attempt = 0;; ++attempt) {
+        if (attempt >= cfg.recovery.max_epochs)
+            end_job("in-job recovery failed " + std::to_string(attempt) +
+                        " epochs in a row; the launcher relaunches the job (tier 2)",
+                    ft::kExitForRelaunch);
+        try {
+            recovery_epoch();
+            return;
+        } catch (const ShardLost& e) {
+            end_job(std::string(e.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", 76);
+        } catch (const ProcessFailure& e) {
+            log("recovery epoch " + std::to_string(epoch) + " was interrupted: " + e.what());
+        } catch (const CommRevoked& e) {
+            log("recovery epoch " + std::to_string(epoch) + " was interrupted: " + e.what());
+        } catch (const DeadlineExceeded& e) {
+            log("recovery epoch " + std::to_string(epoch) + ": " + e.what());
+        }
+        watchdog.disarm();
+        ++epoch;
+    }
+}
+
+void Runtime::Impl::recovery_epoch() {
+    timeline.begin();
+    enter(Phase::recovery, step);
+    const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
+    revoke_all();
+    protection.reset();
+    timeline.mark("revoke");
+
+    watchdog.arm("shrink", epoch, budget);
+    ft::Comm survivors = universe.shrink("universe");
+    timeline.mark("shrink");
+    survivors.agree(1, deadline());
+    timeline.mark("agree");
+
+    watchdog.arm("exchange", epoch, budget);
+    auto reports = exchange_reports(survivors);
+    int live_roles = 0, idle_spares = 0;
+    for (const auto& r : reports) (r.role >= 0 ? live_roles : idle_spares)++;
+    const int dead = shape.size() - live_roles;
+    const int to_spawn = cfg.recovery.spawn ? std::max(0, dead - idle_spares) : 0;
+    replacement_kind = to_spawn == 0 ? "hot" : to_spawn == dead ? "spawned" : "hot+spawned";
+    timeline.mark("exchange");
+
+    if (to_spawn > 0) {
+        watchdog.arm("spawn", epoch, budget);
+        std::vector<std::string> child_argv = start_args;
+        child_argv[0] = "/proc/self/exe";
+        char exe[4096] = {};
+        if (readlink("/proc/self/exe", exe, sizeof exe - 1) > 0) child_argv[0] = exe;
+        const char* spare_host = std::getenv("FLASHREC_SPARE_HOST");
+        const std::string child_node = spare_host ? spare_host
+                                       : virtual_nodes ? "node" + std::to_string(cfg.job.nodes)
+                                                       : node_name;
+        child_argv.push_back("--flashrec-node");
+        child_argv.push_back(child_node);
+        ft::Comm merged = spares::spawn_and_merge(survivors, to_spawn, child_argv,
+                                                  spare_host ? spare_host : "");
+        timeline.mark("spawn");
+        std::int64_t e = epoch;
+        if (merged.rank() == 0)
+            for (int c = merged.size() - to_spawn; c < merged.size(); ++c)
+                ft::check(MPI_Send(&e, 1, MPI_INT64_T, c, kEpochTag, merged.get()), "MPI_Send(epoch)",
+                          merged);
+        reports = exchange_reports(merged);
+        timeline.mark("merge");
+        survivors = std::move(merged);
+    }
+    adopt_plan(std::move(survivors), reports);
+}
+
+void Runtime::Impl::join_as_spawned() {
+    timeline.begin();
+    ft::Comm merged = spares::join_parents();
+    std::int64_t e = 0;
+    ft::check(MPI_Recv(&e, 1, MPI_INT64_T, 0, kEpochTag, merged.get(), MPI_STATUS_IGNORE),
+              "MPI_Recv(epoch)", merged);
+    epoch = static_cast<int>(e);
+    process_id = (e + 1) * 1000000 + world_rank;
+    const auto reports = exchange_reports(merged);
+    adopt_plan(std::move(merged), reports);
+}
+
+void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports) {
+    const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
+    recovery::Plan plan = recovery::make_plan(shape, reports);
+    if (plan.version < 0)
+        throw ShardLost(plan.dead_roles.empty() ? "?" : topology::role_key(topology::coord_of(
+                                                            shape, plan.dead_roles.front())),
+                        step, plan.problem);
+    if (plan.missing_spares > 0)
+        end_job(std::to_string(plan.missing_spares) + " dead role(s) and no spare left to take them "
+                "(hot_spares exhausted" + std::string(cfg.recovery.spawn ? ", spawn failed" : ", spawn off") +
+                "); slurm.when_spares_exhausted decides what the launcher does next", 77);
+    const int me = new_universe.rank();
+    const int new_role = plan.role_of_process[static_cast<size_t>(me)];
+    if (role_index < 0 && new_role >= 0) {
+        restore_pending = true;
+        restore_version = plan.version;
+        faults = runtime::FaultInjector();  // a replacement never re-fires the dead role's faults
+    }
+    role_index = new_role;
+    node_of_role = plan.node_of_role;
+    spare_ranks.clear();
+    for (size_t p = 0; p < plan.role_of_process.size(); ++p)
+        if (plan.role_of_process[p] < 0) spare_ranks.push_back(static_cast<int>(p));
+    universe = std::move(new_universe);
+
+    watchdog.arm("rebuild", epoch, budget);
+    build_communicators();
+    timeline.mark("rebuild");
+    last_plan = plan;
+    if (role_index >= 0 && !restore_pending) {
+        watchdog.arm("restore", epoch, budget);
+        send_restore(plan);
+        finish_recovery();
+    } else if (role_index < 0) {
+        finish_recovery();  // an idle spare takes part in the restored-agree, then parks again
+    }
+    watchdog.disarm();
+}
+
+void Runtime::Impl::send_restore(const recovery::Plan& plan) {
+    // Survivors: own state back to version R (a memcpy from node-local shared memory) ...
+    const std::string me = topology::role_key(coord());
+    const ft::SnapshotReader own(cfg.job.name, store_prefix() + me);
+    const ft::SnapshotView mine = own.committed(plan.version);
+    if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
+    for (size_t b = 0; b < buffers.size(); ++b)
+        std::memcpy(buffers[b].data, mine.buffers[b].bytes.data(), buffers[b].bytes);
+
+    // ... and the replacements' state from the snapshots kept here, tagged by buffer index.
+    std::vector<MPI_Request> requests;
+    std::vector<ft::SnapshotView> held_views;  // keep the mapped data alive until sent
+    std::vector<std::unique_ptr<ft::SnapshotReader>> readers;
+    for (const auto& rep : plan.replacements) {
+        if (rep.replicated_from == role_index) {
+            for (size_t b = 0; b < buffers.size(); ++b) {
+                if (buffers[b].kind != Redundancy::replicated) continue;
+                requests.emplace_back();
+                ft::check(MPI_Isend(mine.buffers[b].bytes.data(), static_cast<int>(buffers[b].bytes),
+                                    MPI_BYTE, rep.role, static_cast<int>(b), work.get(),
+                                    &requests.back()),
+                          "MPI_Isend(restore)", work);
+            }
+        }
+        if (rep.payload_from == role_index) {
+            const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
+            readers.push_back(std::make_unique<ft::SnapshotReader>(
+                cfg.job.name, store_prefix() + ft::peer_role_key(owner, me)));
+            held_views.push_back(readers.back()->committed(plan.version));
+            const auto& view = held_views.back();
+            if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
+            // The payload holds the sharded and envelope buffers, in registration order.
+            size_t p = 0;
+            for (size_t b = 0; b < buffers.size(); ++b) {
+                if (buffers[b].kind == Redundancy::replicated) continue;
+                const auto bytes = view.buffers.at(p++).bytes;
+                requests.emplace_back();
+                ft::check(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, rep.role,
+                                    static_cast<int>(b), work.get(), &requests.back()),
+                          "MPI_Isend(restore)", work);
+            }
+        }
+    }
+    wait_all(requests, work, "MPI_Testall(restore)");
+    step = plan.version;
+}
+
+void Runtime::Impl::receive_restore() {
+    const auto& plan = *last_plan;
+    const recovery::Replacement* mine = nullptr;
+    for (const auto& rep : plan.replacements)
+        if (rep.role == role_index) mine = &rep;
+    if (!mine) throw Error("recovery: this process took role " + std::to_string(role_index) +
+                           " but the plan has no restore sources for it");
+    watchdog.arm("restore", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
+    std::vector<MPI_Request> requests;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+        const int source = buffers[b].kind == Redundancy::replicated ? mine->replicated_from
+                                                                       : mine->payload_from;
+        requests.emplace_back();
+        ft::check(MPI_Irecv(buffers[b].data, static_cast<int>(buffers[b].bytes), MPI_BYTE, source,
+                            static_cast<int>(b), work.get(), &requests.back()),
+                  "MPI_Irecv(restore)", work);
+    }
+    wait_all(requests, work, "MPI_Testall(restore)");
+    step = restore_version;
+    restore_pending = false;
+}
+
+void Runtime::Impl::finish_recovery() {
+    universe.agree(1, deadline());
+    timeline.mark("restore");
+    watchdog.disarm();
+    abandoned = false;
+    ++epoch;
+    if (role_index < 0) return;
+    step = last_plan->version;
+    start_protection(step);
+    timeline.mark("resumed");
+}
+
+void Runtime::Impl::emit_recovery_record() {
+    timeline.mark("first_step");
+    const auto& plan = *last_plan;
+    if (role_index == 0) {
+        std::string failed, phases;
+        for (int r : plan.dead_roles)
+            failed += (failed.empty() ? "\"" : ",\"") + topology::role_key(topology::coord_of(shape, r)) + "\"";
+        double total = 0;
+        for (const auto& [name, ms] : timeline.phases) {
+            char item[96];
+            std::snprintf(item, sizeof item, "%s\"%s\":%.3f", phases.empty() ? "" : ",", name.c_str(), ms);
+            phases += item;
+            total += ms;
+        }
+        std::size_t bytes = 0;
+        for (const auto& b : buffers) bytes += b.bytes;
+        std::fprintf(stderr,
+                     "flashrec-event: {\"event\":\"recovery\",\"tier\":1,\"epoch\":%d,\"failed_roles\":[%s],"
+                     "\"replacement\":\"%s\",\"recovery_version\":%lld,\"resume_step\":%lld,"
+                     "\"steps_replayed\":%lld,\"bytes_restored_per_replacement\":%zu,"
+                     "\"phases_ms\":{%s},\"total_ms\":%.3f}\n",
+                     epoch, failed.c_str(), replacement_kind.c_str(),
+                     static_cast<long long>(plan.version), static_cast<long long>(plan.version),
+                     static_cast<long long>(plan.steps_replayed), bytes, phases.c_str(), total);
+        std::fflush(stderr);
+    }
+    last_plan.reset();
+}
+
+void Runtime::Impl::park_until_needed() {
+    while (role_index < 0) {
+        if (spares::park(universe) == spares::Wake::released) {
+            log("released at the end of the job; this hot spare was not needed");
+            // The trainer never runs on this process: leave like a finished job.
+            universe = ft::Comm();
+            work = ft::Comm();
+            MPI_Finalize();
+            std::exit(0);
+        }
+        recover();
+    }
+}
+
+}  // namespace flashrec

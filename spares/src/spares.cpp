@@ -1,0 +1,78 @@
+#include "flashrec/spares/spares.hpp"
+
+#include <mpi.h>
+
+#include "flashrec/errors.hpp"
+
+namespace flashrec::spares {
+
+namespace {
+constexpr int kReleaseTag = 0x5e1;
+}
+
+Wake park(const ft::Comm& universe) {
+    int message = 0;
+    try {
+        ft::check(MPI_Recv(&message, 1, MPI_INT, MPI_ANY_SOURCE, kReleaseTag, universe.get(),
+                           MPI_STATUS_IGNORE),
+                  "MPI_Recv(parked spare)", universe);
+    } catch (const ProcessFailure&) {
+        return Wake::recovery;
+    } catch (const CommRevoked&) {
+        return Wake::recovery;
+    }
+    return Wake::released;
+}
+
+void release(const ft::Comm& universe, const std::vector<int>& spare_ranks) {
+    int message = 1;
+    for (int r : spare_ranks)
+        ft::check(MPI_Send(&message, 1, MPI_INT, r, kReleaseTag, universe.get()),
+                  "MPI_Send(release spare)", universe);
+}
+
+ft::Comm spawn_and_merge(const ft::Comm& survivors, int count, const std::vector<std::string>& argv,
+                         const std::string& host) {
+    MPI_Info info;
+    MPI_Info_create(&info);
+    // Dead processes keep their slots (NOTES-ULFM trap 3).
+    MPI_Info_set(info, "map_by", "slot:OVERSUBSCRIBE");
+    if (!host.empty()) MPI_Info_set(info, "host", host.c_str());
+    std::vector<std::string> args(argv.begin() + 1, argv.end());
+    std::vector<char*> c_args;
+    for (auto& a : args) c_args.push_back(a.data());
+    c_args.push_back(nullptr);
+    MPI_Comm inter = MPI_COMM_NULL;
+    std::vector<int> errcodes(static_cast<size_t>(count));
+    const int rc = MPI_Comm_spawn(argv[0].c_str(), c_args.data(), count, info, 0, survivors.get(),
+                                  &inter, errcodes.data());
+    MPI_Info_free(&info);
+    ft::check(rc, "MPI_Comm_spawn", survivors);
+    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    MPI_Comm merged = MPI_COMM_NULL;
+    const int merge_rc = MPI_Intercomm_merge(inter, 0, &merged);
+    // Free the intercommunicator on both sides, or MPI_Finalize hangs (NOTES-ULFM trap 5).
+    MPI_Comm_free(&inter);
+    ft::check(merge_rc, "MPI_Intercomm_merge", survivors);
+    return ft::Comm::adopt(merged, "universe");
+}
+
+bool was_spawned() {
+    MPI_Comm parent = MPI_COMM_NULL;
+    MPI_Comm_get_parent(&parent);
+    return parent != MPI_COMM_NULL;
+}
+
+ft::Comm join_parents() {
+    MPI_Comm parent = MPI_COMM_NULL;
+    MPI_Comm_get_parent(&parent);
+    if (parent == MPI_COMM_NULL) throw Error("join_parents: this process was not spawned");
+    MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+    MPI_Comm merged = MPI_COMM_NULL;
+    const int rc = MPI_Intercomm_merge(parent, 1, &merged);
+    MPI_Comm_free(&parent);
+    ft::check(rc, "MPI_Intercomm_merge", MPI_COMM_WORLD, "parent");
+    return ft::Comm::adopt(merged, "universe");
+}
+
+}  // namespace flashrec::spares
