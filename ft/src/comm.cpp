@@ -3,6 +3,7 @@
 #include <mpi-ext.h>
 
 #include <thread>
+#include <vector>
 
 #include "flashrec/errors.hpp"
 
@@ -163,7 +164,48 @@ std::vector<int> Comm::failed_ranks() const {
     return in_mine;
 }
 
-// Every process's `mine`, in rank order of `comm`.
+void Transfers::send(const void* data, std::size_t bytes, int dest, int tag) {
+    requests_.emplace_back();
+    expected_.push_back(-1);
+    check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm_.get(), &requests_.back()),
+          "MPI_Isend", comm_);
+}
+
+void Transfers::receive(void* data, std::size_t bytes, int source, int tag) {
+    requests_.emplace_back();
+    expected_.push_back(static_cast<long long>(bytes));
+    check(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, source, tag, comm_.get(), &requests_.back()),
+          "MPI_Irecv", comm_);
+}
+
+void Transfers::wait(const char* what, const std::atomic<bool>* cancelled) {
+    const int n = static_cast<int>(requests_.size());
+    std::vector<MPI_Status> statuses(requests_.size());
+    for (auto& st : statuses) st.MPI_ERROR = MPI_SUCCESS;
+    for (;;) {
+        int done = 0;
+        check_requests(MPI_Testall(n, requests_.data(), &done, statuses.data()), statuses.data(), n,
+                       what, comm_);
+        if (cancelled && cancelled->load())
+            throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
+                              "cancelled by a failure elsewhere");
+        if (done) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    for (int i = 0; i < n; ++i) {
+        if (expected_[static_cast<size_t>(i)] < 0) continue;
+        int count = -1;
+        MPI_Get_count(&statuses[static_cast<size_t>(i)], MPI_BYTE, &count);
+        if (count != expected_[static_cast<size_t>(i)] || statuses[static_cast<size_t>(i)].MPI_ERROR != MPI_SUCCESS)
+            throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
+                              "a receive completed with " + std::to_string(count) + " of " +
+                                  std::to_string(expected_[static_cast<size_t>(i)]) + " bytes");
+    }
+    requests_.clear();
+    expected_.clear();
+}
+
+// Every member's `mine`, in rank order of `comm`.
 std::vector<std::string> allgather_strings(const ft::Comm& comm, const std::string& mine) {
     const int n = comm.size();
     int len = static_cast<int>(mine.size());

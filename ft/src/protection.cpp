@@ -21,9 +21,6 @@ SnapshotLayout layout_of(const std::vector<ProtectedRegion>& regions, bool paylo
     return layout;
 }
 
-// MPI counts are ints: chunks stay well below 2 GiB.
-int chunk_count(std::size_t bytes) { return static_cast<int>(bytes); }
-
 }  // namespace
 
 SnapshotLayout payload_layout(const std::vector<ProtectedRegion>& regions) {
@@ -85,6 +82,7 @@ double Protection::wait() {
 }
 
 void Protection::abort() noexcept {
+    aborted_ = true;
     comm_.revoke();
     {
         std::lock_guard lock(mutex_);
@@ -123,7 +121,7 @@ void Protection::worker() {
 
 void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     const std::size_t chunk = setup_.chunk_bytes;
-    std::vector<MPI_Request> requests;
+    Transfers transfers(comm_);
 
     // Predecessors' payloads arrive straight into the staging slots of their peer stores.
     // Buffers are matched by tag (their index in the payload); chunks of one buffer arrive in
@@ -134,13 +132,9 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
         WriteView view = store.begin_write(step, epoch);
         for (std::size_t b = 0; b < view.buffers.size(); ++b) {
             auto bytes = view.buffers[b].bytes;
-            for (std::size_t off = 0; off < bytes.size(); off += chunk) {
-                const std::size_t n = std::min(chunk, bytes.size() - off);
-                requests.emplace_back();
-                check(MPI_Irecv(bytes.data() + off, chunk_count(n), MPI_BYTE, pred.rank,
-                                static_cast<int>(b), comm_.get(), &requests.back()),
-                      "MPI_Irecv(replica)", comm_);
-            }
+            for (std::size_t off = 0; off < bytes.size(); off += chunk)
+                transfers.receive(bytes.data() + off, std::min(chunk, bytes.size() - off), pred.rank,
+                                  static_cast<int>(b));
         }
         receiving.push_back(&store);
     }
@@ -157,27 +151,14 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
             std::memcpy(dst.data() + off, src + off, n);
             own_.note_written(b, off, n);
             if (!region.replicate) continue;
-            for (const auto& succ : setup_.successors) {
-                requests.emplace_back();
-                check(MPI_Isend(dst.data() + off, chunk_count(n), MPI_BYTE, succ.rank,
-                                payload_index, comm_.get(), &requests.back()),
-                      "MPI_Isend(replica)", comm_);
-            }
+            for (const auto& succ : setup_.successors)
+                transfers.send(dst.data() + off, n, succ.rank, payload_index);
         }
         if (region.replicate) ++payload_index;
     }
     if (setup_.during_replication) setup_.during_replication(step);
 
-    // Polled, not MPI_Waitall: a revoke from abort() or from a peer ends it with an error.
-    std::vector<MPI_Status> statuses(requests.size());
-    for (;;) {
-        int done = 0;
-        const int count = static_cast<int>(requests.size());
-        check_requests(MPI_Testall(count, requests.data(), &done, statuses.data()),
-                       statuses.data(), count, "MPI_Testall(replication)", comm_);
-        if (done) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    transfers.wait("replication", &aborted_);
     for (SnapshotStore* store : receiving) store->commit();
     own_.commit();
 }

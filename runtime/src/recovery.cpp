@@ -34,19 +34,6 @@ recovery::Versions versions_in(const std::string& job, const std::string& key) {
     return v;
 }
 
-// Polls requests until done; a revoke or failure ends it with a typed exception.
-void wait_all(std::vector<MPI_Request>& requests, const ft::Comm& comm, const char* what) {
-    std::vector<MPI_Status> statuses(requests.size());
-    for (;;) {
-        int done = 0;
-        const int n = static_cast<int>(requests.size());
-        ft::check_requests(MPI_Testall(n, requests.data(), &done, statuses.data()), statuses.data(),
-                           n, what, comm);
-        if (done) return;
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-}
-
 }  // namespace
 
 void Runtime::Impl::Timeline::begin() {
@@ -58,6 +45,7 @@ void Runtime::Impl::Timeline::mark(const std::string& phase) {
     const auto now = Clock::now();
     phases.emplace_back(phase, ms_between(last, now));
     last = now;
+    if (debug) std::fprintf(stderr, "flashrec[pid %d]: recovery phase %s done\n", static_cast<int>(getpid()), phase.c_str());
 }
 
 Clock::time_point Runtime::Impl::deadline() const {
@@ -232,18 +220,15 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         std::memcpy(buffers[b].data, mine.buffers[b].bytes.data(), buffers[b].bytes);
 
     // ... and the replacements' state from the snapshots kept here, tagged by buffer index.
-    std::vector<MPI_Request> requests;
+    ft::Transfers transfers(work);
     std::vector<ft::SnapshotView> held_views;  // keep the mapped data alive until sent
     std::vector<std::unique_ptr<ft::SnapshotReader>> readers;
     for (const auto& rep : plan.replacements) {
         if (rep.replicated_from == role_index) {
             for (size_t b = 0; b < buffers.size(); ++b) {
                 if (buffers[b].kind != Redundancy::replicated) continue;
-                requests.emplace_back();
-                ft::check(MPI_Isend(mine.buffers[b].bytes.data(), static_cast<int>(buffers[b].bytes),
-                                    MPI_BYTE, rep.role, static_cast<int>(b), work.get(),
-                                    &requests.back()),
-                          "MPI_Isend(restore)", work);
+                transfers.send(mine.buffers[b].bytes.data(), buffers[b].bytes, rep.role,
+                               static_cast<int>(b));
             }
         }
         if (rep.payload_from == role_index) {
@@ -258,14 +243,11 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
             for (size_t b = 0; b < buffers.size(); ++b) {
                 if (buffers[b].kind == Redundancy::replicated) continue;
                 const auto bytes = view.buffers.at(p++).bytes;
-                requests.emplace_back();
-                ft::check(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, rep.role,
-                                    static_cast<int>(b), work.get(), &requests.back()),
-                          "MPI_Isend(restore)", work);
+                transfers.send(bytes.data(), bytes.size(), rep.role, static_cast<int>(b));
             }
         }
     }
-    wait_all(requests, work, "MPI_Testall(restore)");
+    transfers.wait("restore");
     step = plan.version;
 }
 
@@ -277,16 +259,13 @@ void Runtime::Impl::receive_restore() {
     if (!mine) throw Error("recovery: this process took role " + std::to_string(role_index) +
                            " but the plan has no restore sources for it");
     watchdog.arm("restore", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
-    std::vector<MPI_Request> requests;
+    ft::Transfers transfers(work);
     for (size_t b = 0; b < buffers.size(); ++b) {
         const int source = buffers[b].kind == Redundancy::replicated ? mine->replicated_from
                                                                        : mine->payload_from;
-        requests.emplace_back();
-        ft::check(MPI_Irecv(buffers[b].data, static_cast<int>(buffers[b].bytes), MPI_BYTE, source,
-                            static_cast<int>(b), work.get(), &requests.back()),
-                  "MPI_Irecv(restore)", work);
+        transfers.receive(buffers[b].data, buffers[b].bytes, source, static_cast<int>(b));
     }
-    wait_all(requests, work, "MPI_Testall(restore)");
+    transfers.wait("restore");
     step = restore_version;
     restore_pending = false;
 }

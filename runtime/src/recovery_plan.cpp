@@ -126,6 +126,19 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports)
         break;
     }
     if (candidates.empty()) plan.problem = "no process reported a committed snapshot";
+    if (plan.version < 0) {
+        // Say what every live process could vouch for: an operator can see what was lost.
+        plan.problem += "; what the live processes hold:";
+        for (const auto& rep : reports) {
+            if (rep.role < 0) continue;
+            plan.problem += " " + topology::role_key(topology::coord_of(shape, rep.role)) + " own[" +
+                            std::to_string(rep.own.newest) + "," + std::to_string(rep.own.older) + "]";
+            for (const auto& h : rep.held)
+                plan.problem += " copy-of-" + topology::role_key(topology::coord_of(shape, h.owner_role)) +
+                                "[" + std::to_string(h.versions.newest) + "," +
+                                std::to_string(h.versions.older) + "]";
+        }
+    }
     return plan;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cctype>
+#include <csignal>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -84,6 +85,9 @@ std::vector<std::string> node_names(const ft::Comm& comm, const config::Job& job
 // ---------------------------------------------------------------------------------------------
 
 MpiSession::MpiSession(int& argc, char**& argv) {
+    // A peer that dies while the TCP BTL writes to it must give this process an MPI error,
+    // not SIGPIPE: without this, killing one rank mid-replication killed its successor too.
+    std::signal(SIGPIPE, SIG_IGN);
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     if (provided < MPI_THREAD_MULTIPLE)
@@ -103,8 +107,12 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         throw ConfigError("command line", 0, "--config",
                           "is missing: pass --config <train.yaml> or set FLASHREC_CONFIG");
     cfg = config::load(path);
-    for (const auto& spec : cl.faults) cfg.faults.push_back(config::parse_fault(spec, "--fault"));
+    for (const auto& spec : cl.faults) {
+        cfg.faults.push_back(config::parse_fault(spec, "--fault"));
+        config::validate_fault(cfg.faults.back(), cfg.job, "--fault");
+    }
     shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
+    timeline.debug = cfg.logging.level == "debug";
 
     for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
     faults = runtime::FaultInjector(cfg.faults, !spares::was_spawned());

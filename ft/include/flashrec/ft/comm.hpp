@@ -4,7 +4,9 @@
 #pragma once
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,26 @@ void check(int rc, const char* operation, MPI_Comm comm, const std::string& comm
 // For MPI_Testall/Waitall: on MPI_ERR_IN_STATUS, throws for the first request that failed.
 void check_requests(int rc, const MPI_Status* statuses, int count, const char* operation,
                     const Comm& comm);
+
+// Non-blocking transfers in flight on one communicator. wait() polls them (so a revoke ends
+// the wait) and checks that every receive got exactly the bytes it expected: after a revoke
+// Open MPI can report pending receives complete without their data (seen here), and a
+// snapshot built on such a receive would be committed with stale bytes.
+class Transfers {
+public:
+    explicit Transfers(const Comm& comm) : comm_(comm) {}
+    void send(const void* data, std::size_t bytes, int dest, int tag);
+    void receive(void* data, std::size_t bytes, int source, int tag);
+    // Throws ProcessFailure/CommRevoked/MpiError; `cancelled` (if given) is polled too and
+    // turns into CommRevoked when it becomes true.
+    void wait(const char* what, const std::atomic<bool>* cancelled = nullptr);
+    bool empty() const { return requests_.empty(); }
+
+private:
+    const Comm& comm_;
+    std::vector<MPI_Request> requests_;
+    std::vector<long long> expected_;  // bytes per receive, -1 for a send
+};
 
 // Every member's `mine`, in rank order of `comm` (collective).
 std::vector<std::string> allgather_strings(const Comm& comm, const std::string& mine);

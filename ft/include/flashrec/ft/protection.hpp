@@ -4,6 +4,7 @@
 // peer snapshots. All of it runs on a background thread, overlapped with the next step's
 // forward/backward; the step loop waits for it only at the sync point before the optimizer.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -92,6 +93,7 @@ private:
     bool stopping_ = false;
     std::int64_t next_step_ = -1, next_epoch_ = 0;
     std::exception_ptr failure_;
+    std::atomic<bool> aborted_{false};  // no commit may follow an abort
     std::thread thread_;
 };
 

@@ -67,6 +67,7 @@ struct Runtime::Impl {
     struct Timeline {
         std::chrono::steady_clock::time_point noticed, start, last;
         std::vector<std::pair<std::string, double>> phases;  // name, ms
+        bool debug = false;  // logging.level: debug prints every phase as it ends
         void begin();
         void mark(const std::string& phase);
     } timeline;
