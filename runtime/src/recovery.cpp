@@ -174,10 +174,22 @@ void Runtime::Impl::join_as_spawned() {
 void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports) {
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
     recovery::Plan plan = recovery::make_plan(shape, reports);
-    if (plan.version < 0)
-        throw ShardLost(plan.dead_roles.empty() ? "?" : topology::role_key(topology::coord_of(
-                                                            shape, plan.dead_roles.front())),
-                        step, plan.problem);
+    if (plan.version < 0) {
+        // Some role's state is lost in memory everywhere: tier 3, everyone restores the newest
+        // complete HDF5 checkpoint (the same decision on every process: same files, same plan).
+        std::string why;
+        const auto version = runtime::Checkpointer::newest_complete(cfg, shape, why);
+        if (!version)
+            throw ShardLost(plan.dead_roles.empty() ? "?" : topology::role_key(topology::coord_of(
+                                                                shape, plan.dead_roles.front())),
+                            step, plan.problem + "; and no HDF5 fallback: " + why);
+        log("in-memory state lost (" + plan.problem + "); falling back to the HDF5 checkpoint of step " +
+            std::to_string(*version));
+        plan.version = *version;
+        plan.from_checkpoint = true;
+        plan.steps_replayed = std::max<std::int64_t>(0, plan.furthest_step - *version);
+    }
+    tier = plan.from_checkpoint ? 3 : 1;
     if (plan.missing_spares > 0)
         end_job(std::to_string(plan.missing_spares) + " dead role(s) and no spare left to take them "
                 "(hot_spares exhausted" + std::string(cfg.recovery.spawn ? ", spawn failed" : ", spawn off") +
@@ -211,8 +223,13 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
 }
 
 void Runtime::Impl::send_restore(const recovery::Plan& plan) {
-    // Survivors: own state back to version R (a memcpy from node-local shared memory) ...
     const std::string me = topology::role_key(coord());
+    if (plan.from_checkpoint) {
+        runtime::Checkpointer::restore(cfg, buffers, me, plan.version);
+        step = plan.version;
+        return;
+    }
+    // Survivors: own state back to version R (a memcpy from node-local shared memory) ...
     const ft::SnapshotReader own(cfg.job.name, store_prefix() + me);
     const ft::SnapshotView mine = own.committed(plan.version);
     if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
@@ -258,6 +275,12 @@ void Runtime::Impl::receive_restore() {
         if (rep.role == role_index) mine = &rep;
     if (!mine) throw Error("recovery: this process took role " + std::to_string(role_index) +
                            " but the plan has no restore sources for it");
+    if (plan.from_checkpoint) {
+        runtime::Checkpointer::restore(cfg, buffers, topology::role_key(coord()), plan.version);
+        step = restore_version;
+        restore_pending = false;
+        return;
+    }
     watchdog.arm("restore", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
     ft::Transfers transfers(work);
     for (size_t b = 0; b < buffers.size(); ++b) {
@@ -299,11 +322,11 @@ void Runtime::Impl::emit_recovery_record() {
         std::size_t bytes = 0;
         for (const auto& b : buffers) bytes += b.bytes;
         std::fprintf(stderr,
-                     "flashrec-event: {\"event\":\"recovery\",\"tier\":1,\"epoch\":%d,\"failed_roles\":[%s],"
+                     "flashrec-event: {\"event\":\"recovery\",\"tier\":%d,\"epoch\":%d,\"failed_roles\":[%s],"
                      "\"replacement\":\"%s\",\"recovery_version\":%lld,\"resume_step\":%lld,"
                      "\"steps_replayed\":%lld,\"bytes_restored_per_replacement\":%zu,"
                      "\"phases_ms\":{%s},\"total_ms\":%.3f}\n",
-                     epoch, failed.c_str(), replacement_kind.c_str(),
+                     tier, epoch, failed.c_str(), replacement_kind.c_str(),
                      static_cast<long long>(plan.version), static_cast<long long>(plan.version),
                      static_cast<long long>(plan.steps_replayed), bytes, phases.c_str(), total);
         std::fflush(stderr);

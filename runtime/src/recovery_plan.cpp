@@ -39,6 +39,7 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports)
         has_replicated = has_replicated || rep.has_replicated;
         furthest_step = std::max(furthest_step, rep.step);
     }
+    plan.furthest_step = furthest_step;
     const int n_roles = shape.size();
     std::vector<int> owner(static_cast<size_t>(n_roles), -1);  // process index per role
     for (size_t p = 0; p < reports.size(); ++p)

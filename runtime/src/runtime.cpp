@@ -32,6 +32,7 @@ struct CommandLine {
     std::string config_path;
     std::vector<std::string> faults;
     std::string node;  // --flashrec-node: set by the parents of a spawned replacement
+    bool resume = false;  // --resume: start from the newest HDF5 checkpoint
 };
 
 CommandLine read_command_line(int argc, char** argv) {
@@ -47,6 +48,7 @@ CommandLine read_command_line(int argc, char** argv) {
         else if (arg == "--fault") cl.faults.push_back(value("--fault"));
         else if (arg.rfind("--fault=", 0) == 0) cl.faults.push_back(arg.substr(8));
         else if (arg == "--flashrec-node") cl.node = value("--flashrec-node");
+        else if (arg == "--resume") cl.resume = true;
     }
     if (cl.config_path.empty()) {
         if (const char* env = std::getenv("FLASHREC_CONFIG")) cl.config_path = env;
@@ -112,6 +114,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         config::validate_fault(cfg.faults.back(), cfg.job, "--fault");
     }
     shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
+    resume_requested = cl.resume || std::getenv("FLASHREC_RESUME") != nullptr;
     timeline.debug = cfg.logging.level == "debug";
 
     for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
@@ -170,8 +173,10 @@ void Runtime::Impl::build_communicators() {
         tp = work.split(c.dp + shape.dp * c.pp, c.tp, "tp");
         pp = work.split(c.tp + shape.tp * c.dp, c.pp, "pp");
         replication = work.dup("replication");
+        checkpoint_comm = work.dup("checkpoint");
     } else {
         dp = ft::Comm(), tp = ft::Comm(), pp = ft::Comm(), replication = ft::Comm();
+        checkpoint_comm = ft::Comm();
     }
     // Every member passes this agreement only after creating every communicator above, so
     // revoking them later cannot hit a peer still inside their creation (NOTES-ULFM trap 6).
@@ -191,6 +196,7 @@ void Runtime::Impl::enter(Phase p, std::int64_t tag) {
 
 void Runtime::Impl::revoke_all() noexcept {
     if (protection) protection->abort();
+    if (checkpointer) checkpointer->abort();
     for (ft::Comm* c : {&dp, &tp, &pp, &work, &universe}) c->revoke();
 }
 
@@ -246,6 +252,14 @@ void Runtime::Impl::start_protection(std::int64_t version) {
             std::to_string(mib((total - own) / 2)) + " MiB replicas held (k=" + std::to_string(k) + ")");
     }
     protection->start_snapshot(version, epoch);
+    if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(checkpoint_comm));
+    else checkpointer = std::make_unique<runtime::Checkpointer>(cfg, buffers, checkpoint_identity(),
+                                                                std::move(checkpoint_comm));
+}
+
+runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
+    const std::string key = topology::role_key(coord());
+    return {shape, role_index, key, store_prefix() + key, epoch};
 }
 
 std::string Runtime::Impl::store_prefix() const {
@@ -258,6 +272,7 @@ std::string Runtime::Impl::store_prefix() const {
 void Runtime::Impl::finish_loop() {
     guarded([&] {
         if (protection) protection->wait();
+        if (checkpointer) checkpointer->finish();
         ft::check(MPI_Barrier(work.get()), "MPI_Barrier(end of loop)", work);
     });
     protection.reset();
@@ -395,6 +410,16 @@ std::int64_t Runtime::loop_start() {
         // This process took a dead role: its state arrives from the survivors.
         im.receive_restore();
         im.finish_recovery();
+    } else if (im.resume_requested) {
+        std::string why;
+        const auto version = runtime::Checkpointer::newest_complete(im.cfg, im.shape, why);
+        if (!version) throw Error("--resume: " + why);
+        runtime::Checkpointer::restore(im.cfg, im.buffers, topology::role_key(im.coord()), *version);
+        im.step = *version;
+        if (im.role_index == 0)
+            im.log("resumed from the HDF5 checkpoint of step " + std::to_string(*version) + " in " +
+                   im.cfg.checkpoint.dir);
+        im.start_protection(im.step);
     } else {
         im.step = 0;
         im.start_protection(im.step);
@@ -516,6 +541,8 @@ bool Step::begin_update() {
                   "MPI_Allreduce(sync point)", im.work);
     });
     if (im.abandoned) return false;
+    // Every role's snapshot `index_` is committed now (each waited before the allreduce).
+    if (im.checkpointer) im.checkpointer->committed(index_);
     im.enter(Phase::optimizer, -1);
     return true;
 }

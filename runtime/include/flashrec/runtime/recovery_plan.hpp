@@ -49,6 +49,8 @@ struct Plan {
     std::vector<int> role_of_process;  // after the repair (-1: stays a spare)
     std::vector<int> node_of_role;     // node ids (equal id = same node) after the repair
     std::int64_t steps_replayed = 0;   // completed steps that will run again
+    bool from_checkpoint = false;      // tier 3: every role restores `version` from HDF5
+    std::int64_t furthest_step = -1;   // the furthest step any live process had reached
 };
 
 Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports);

@@ -12,6 +12,7 @@
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/watchdog.hpp"
+#include "flashrec/runtime/checkpointing.hpp"
 #include "flashrec/runtime/recovery_plan.hpp"
 #include "flashrec/runtime/config.hpp"
 #include "flashrec/runtime/fault_injector.hpp"
@@ -58,9 +59,11 @@ struct Runtime::Impl {
     ft::Comm work;               // actives, ordered by role
     ft::Comm dp, tp, pp;         // derived from work
     ft::Comm replication;        // dup of work for the protection thread (handed to it)
+    ft::Comm checkpoint_comm;    // dup of work for the checkpointer (handed to it)
 
     std::unique_ptr<ft::Protection> protection;
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
+    std::unique_ptr<runtime::Checkpointer> checkpointer;
     ft::Watchdog watchdog;
 
     // Recovery.
@@ -73,6 +76,7 @@ struct Runtime::Impl {
     } timeline;
     std::optional<recovery::Plan> last_plan;   // reported after the first step that follows it
     std::string replacement_kind = "spawned";  // hot | spawned | hot+spawned
+    int tier = 1;                              // 1: from memory; 3: from the HDF5 checkpoint
     bool restore_pending = false;              // this process took a dead role: loop_start restores
     std::int64_t restore_version = -1;
     struct {
@@ -131,6 +135,8 @@ struct Runtime::Impl {
     [[noreturn]] void end_job(const std::string& why, int exit_code);
     std::chrono::steady_clock::time_point deadline() const;
     void emit_recovery_record();
+    runtime::CheckpointIdentity checkpoint_identity() const;
+    bool resume_requested = false;         // --resume: start from the newest HDF5 checkpoint
 };
 
 }  // namespace flashrec
