@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 
 #include "flashrec/ft/snapshot.hpp"
@@ -169,6 +170,7 @@ void Runtime::Impl::join_as_spawned() {
     process_id = (e + 1) * 1000000 + world_rank;
     const auto reports = exchange_reports(merged);
     adopt_plan(std::move(merged), reports);
+    connect_control_plane();
 }
 
 void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports) {
@@ -196,6 +198,7 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
                 "); slurm.when_spares_exhausted decides what the launcher does next", 77);
     const int me = new_universe.rank();
     const int new_role = plan.role_of_process[static_cast<size_t>(me)];
+    const bool role_changed = role_index != new_role;
     if (role_index < 0 && new_role >= 0) {
         restore_pending = true;
         restore_version = plan.version;
@@ -207,6 +210,7 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
     for (size_t p = 0; p < plan.role_of_process.size(); ++p)
         if (plan.role_of_process[p] < 0) spare_ranks.push_back(static_cast<int>(p));
     universe = std::move(new_universe);
+    if (role_changed) connect_control_plane();
 
     watchdog.arm("rebuild", epoch, budget);
     build_communicators();
@@ -309,29 +313,66 @@ void Runtime::Impl::emit_recovery_record() {
     timeline.mark("first_step");
     const auto& plan = *last_plan;
     if (role_index == 0) {
-        std::string failed, phases;
-        for (int r : plan.dead_roles)
-            failed += (failed.empty() ? "\"" : ",\"") + topology::role_key(topology::coord_of(shape, r)) + "\"";
+        nlohmann::json failed = nlohmann::json::array(), phases = nlohmann::json::object();
+        for (int r : plan.dead_roles) failed.push_back(topology::role_key(topology::coord_of(shape, r)));
         double total = 0;
         for (const auto& [name, ms] : timeline.phases) {
-            char item[96];
-            std::snprintf(item, sizeof item, "%s\"%s\":%.3f", phases.empty() ? "" : ",", name.c_str(), ms);
-            phases += item;
+            phases[name] = std::round(ms * 1000) / 1000;
             total += ms;
         }
         std::size_t bytes = 0;
         for (const auto& b : buffers) bytes += b.bytes;
-        std::fprintf(stderr,
-                     "flashrec-event: {\"event\":\"recovery\",\"tier\":%d,\"epoch\":%d,\"failed_roles\":[%s],"
-                     "\"replacement\":\"%s\",\"recovery_version\":%lld,\"resume_step\":%lld,"
-                     "\"steps_replayed\":%lld,\"bytes_restored_per_replacement\":%zu,"
-                     "\"phases_ms\":{%s},\"total_ms\":%.3f}\n",
-                     tier, epoch, failed.c_str(), replacement_kind.c_str(),
-                     static_cast<long long>(plan.version), static_cast<long long>(plan.version),
-                     static_cast<long long>(plan.steps_replayed), bytes, phases.c_str(), total);
+        const nlohmann::json record = {
+            {"event", "recovery"}, {"tier", tier}, {"epoch", epoch}, {"failed_roles", failed},
+            {"replacement", replacement_kind}, {"recovery_version", plan.version},
+            {"resume_step", plan.version}, {"steps_replayed", plan.steps_replayed},
+            {"bytes_restored_per_replacement", bytes}, {"phases_ms", phases},
+            {"total_ms", std::round(total * 1000) / 1000}};
+        // One line on stderr for runs without the launcher; the launcher's event log gets it too.
+        std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
         std::fflush(stderr);
+        send_event(record);
     }
     last_plan.reset();
+}
+
+void Runtime::Impl::warm_restore() {
+    // Tier 2: a new MPI job in the same allocation. Every role finds its state in the node-local
+    // snapshots the old job left: its own, or a ring replica on another node (DESIGN.md).
+    timeline.begin();
+    const bool node_aware = cfg.protection.placement == "node-aware";
+    held_roles = topology::ring_predecessors(shape, role_index, cfg.protection.replicas, node_of_role,
+                                             node_aware);
+    watchdog.arm("relaunch-exchange", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
+    const auto reports = exchange_reports(work);
+    timeline.mark("exchange");
+    recovery::Plan plan = recovery::make_plan(shape, reports);
+    tier = 2;
+    if (plan.version < 0) {
+        std::string why;
+        const auto version = runtime::Checkpointer::newest_complete(cfg, shape, why);
+        if (!version) end_job("warm relaunch: " + plan.problem + "; and no HDF5 fallback: " + why, 76);
+        plan.version = *version;
+        plan.from_checkpoint = true;
+        tier = 3;
+    }
+    last_plan = plan;
+    restore_version = plan.version;
+    replacement_kind = "relaunch";
+    bool mine = false;
+    for (const auto& rep : plan.replacements) mine = mine || rep.role == role_index;
+    if (mine) receive_restore();
+    else send_restore(plan);
+    work.agree(1, deadline());
+    timeline.mark("restore");
+    watchdog.disarm();
+    step = plan.version;
+    if (role_index == 0)
+        log("warm relaunch: restored version " + std::to_string(step) + " (" +
+            std::to_string(plan.replacements.size()) + " role(s) from ring replicas" +
+            (plan.from_checkpoint ? ", from the HDF5 checkpoint" : "") + ")");
+    start_protection(step);
+    timeline.mark("resumed");
 }
 
 void Runtime::Impl::park_until_needed() {

@@ -44,6 +44,7 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports)
     std::vector<int> owner(static_cast<size_t>(n_roles), -1);  // process index per role
     for (size_t p = 0; p < reports.size(); ++p)
         if (reports[p].role >= 0) owner[static_cast<size_t>(reports[p].role)] = static_cast<int>(p);
+    std::size_t used_spares = 0;
     std::vector<int> spares;
     for (size_t p = 0; p < reports.size(); ++p)
         if (reports[p].role < 0) spares.push_back(static_cast<int>(p));
@@ -53,12 +54,20 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports)
     plan.role_of_process.resize(reports.size());
     for (size_t p = 0; p < reports.size(); ++p) plan.role_of_process[p] = reports[p].role;
     for (int r = 0; r < n_roles; ++r) {
-        if (owner[static_cast<size_t>(r)] >= 0) continue;
-        plan.dead_roles.push_back(r);
-        if (plan.replacements.size() < spares.size()) {
-            const int p = spares[plan.replacements.size()];
+        const int p = owner[static_cast<size_t>(r)];
+        // A process that holds a role but none of its state (started anew by a warm relaunch on
+        // a spare node) is restored like a replacement, in place.
+        if (p >= 0 && reports[static_cast<size_t>(p)].own.newest < 0) {
             plan.replacements.push_back({r, p, -1, -1});
-            plan.role_of_process[static_cast<size_t>(p)] = r;
+            owner[static_cast<size_t>(r)] = -1;
+            continue;
+        }
+        if (p >= 0) continue;
+        plan.dead_roles.push_back(r);
+        if (used_spares < spares.size()) {
+            const int spare = spares[used_spares++];
+            plan.replacements.push_back({r, spare, -1, -1});
+            plan.role_of_process[static_cast<size_t>(spare)] = r;
         } else {
             ++plan.missing_spares;
         }

@@ -115,6 +115,8 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     }
     shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
     resume_requested = cl.resume || std::getenv("FLASHREC_RESUME") != nullptr;
+    relaunched = std::getenv("FLASHREC_RELAUNCH") != nullptr;
+    fresh_snapshots = !relaunched;
     timeline.debug = cfg.logging.level == "debug";
 
     for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
@@ -161,6 +163,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     }
     faults.set_identity(me);
     build_communicators();
+    connect_control_plane();
     if (role_index < 0) park_until_needed();
 }
 
@@ -188,10 +191,39 @@ Role Runtime::Impl::role() const {
     return Role{c.dp, c.tp, c.pp};
 }
 
+namespace {
+ft::wire::Phase wire_phase(Phase p) {
+    switch (p) {
+        case Phase::forward: return ft::wire::Phase::compute;
+        case Phase::allreduce: return ft::wire::Phase::grad_sync;
+        case Phase::sync: return ft::wire::Phase::commit_wait;
+        case Phase::optimizer: return ft::wire::Phase::optimizer;
+        case Phase::replication: return ft::wire::Phase::compute;
+        case Phase::recovery: return ft::wire::Phase::recovery;
+    }
+    return ft::wire::Phase::idle;
+}
+}  // namespace
+
 void Runtime::Impl::enter(Phase p, std::int64_t tag) {
-    phase.store(static_cast<int>(p), std::memory_order_relaxed);
-    step_tag.store(tag, std::memory_order_relaxed);
+    progress.phase.store(wire_phase(p), std::memory_order_relaxed);
+    progress.step_tag.store(tag, std::memory_order_relaxed);
     faults.at(step, static_cast<config::Phase>(p));
+}
+
+void Runtime::Impl::connect_control_plane() {
+    const std::string who = role_index >= 0 ? topology::role_key(coord())
+                                            : "spare:" + std::to_string(process_id);
+    heartbeat.reset();
+    auto options = ft::HeartbeatClientOptions::from_environment(who, world_rank);
+    if (!options) return;  // not started by flashrec-launch: no control plane
+    options->period = std::chrono::milliseconds(cfg.detection.heartbeat_ms);
+    if (role_index < 0) progress.phase.store(ft::wire::Phase::parked);
+    heartbeat = std::make_unique<ft::HeartbeatClient>(std::move(*options), progress);
+}
+
+void Runtime::Impl::send_event(const nlohmann::json& record) {
+    if (heartbeat) heartbeat->send_event(record);
 }
 
 void Runtime::Impl::revoke_all() noexcept {
@@ -233,6 +265,15 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     const int k = cfg.protection.replicas;
     ft::ProtectionSetup setup;
     setup.job = cfg.job.name;
+    if (fresh_snapshots) {
+        // A new job must never restore a version an earlier job of the same name left behind.
+        const std::string me = topology::role_key(coord());
+        ft::unlink_snapshot(cfg.job.name, store_prefix() + me);
+        for (int r : held_roles)
+            ft::unlink_snapshot(cfg.job.name, store_prefix() + ft::peer_role_key(
+                                                  topology::role_key(topology::coord_of(shape, r)), me));
+        fresh_snapshots = false;
+    }
     setup.store_prefix = store_prefix();
     setup.role_key = topology::role_key(coord());
     setup.regions = std::move(regions);
@@ -410,6 +451,8 @@ std::int64_t Runtime::loop_start() {
         // This process took a dead role: its state arrives from the survivors.
         im.receive_restore();
         im.finish_recovery();
+    } else if (im.relaunched) {
+        im.warm_restore();
     } else if (im.resume_requested) {
         std::string why;
         const auto version = runtime::Checkpointer::newest_complete(im.cfg, im.shape, why);
@@ -549,11 +592,13 @@ bool Step::begin_update() {
 
 void Step::end_update() {
     auto& im = *rt_->impl_;
-    im.step_tag.store(index_ + 1, std::memory_order_relaxed);
+    im.progress.step_tag.store(index_ + 1, std::memory_order_relaxed);
 }
 
 void Step::report_loss(double loss) {
-    (void)loss;  // reported to the controller once the control plane lands
+    auto& im = *rt_->impl_;
+    if (im.role_index == 0 && !im.abandoned)
+        im.send_event({{"event", "step"}, {"step", index_}, {"loss", loss}});
 }
 
 bool Step::abandoned() const { return rt_->impl_->abandoned; }

@@ -10,6 +10,7 @@
 
 #include "flashrec/flashrec.hpp"
 #include "flashrec/ft/comm.hpp"
+#include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/watchdog.hpp"
 #include "flashrec/runtime/checkpointing.hpp"
@@ -90,8 +91,8 @@ struct Runtime::Impl {
     // Step state.
     std::int64_t step = 0;
     bool abandoned = false;
-    std::atomic<std::int64_t> step_tag{0};
-    std::atomic<int> phase{0};
+    ft::StepProgress progress;   // read by the heartbeat thread
+    std::unique_ptr<ft::HeartbeatClient> heartbeat;  // only under flashrec-launch
     std::vector<float> scratch;  // reduce_scatter receive area, reused across steps
 
     Role role() const;
@@ -118,6 +119,9 @@ struct Runtime::Impl {
         }
     }
     void log(const std::string& text) const;
+    // (Re)registers with the launcher's control plane as this process's current role.
+    void connect_control_plane();
+    void send_event(const nlohmann::json& record);
 
     // Recovery (recovery.cpp).
     // Snapshot segments are named per node, so virtual nodes on one machine never share them.
@@ -137,6 +141,9 @@ struct Runtime::Impl {
     void emit_recovery_record();
     runtime::CheckpointIdentity checkpoint_identity() const;
     bool resume_requested = false;         // --resume: start from the newest HDF5 checkpoint
+    bool relaunched = false;               // FLASHREC_RELAUNCH: tier 2, restore from node-local snapshots
+    bool fresh_snapshots = true;           // first protection start of a new job: drop stale segments
+    void warm_restore();                   // tier 2, from loop_start
 };
 
 }  // namespace flashrec
