@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Fault-injection runs of the example trainer, judged against a failure-free run.
+
+  fault_matrix.py --trainer EXE --config-dir DIR matrix [--ranks 4 8] [--phases ...]
+  fault_matrix.py --trainer EXE --config-dir DIR scenarios
+  fault_matrix.py --trainer EXE --config-dir DIR soak --trials N [--seed S]
+
+Every run goes through tools/fr-run (hard timeout, every process reaped) and
+tools/fr-mpirun. A run passes when it prints the same final_checksum as the failure-free run
+of the same job, emitted the expected number of recovery records, and no record replayed more
+than one step. Prints one line per run, a table, and "N passed, M failed".
+"""
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(HERE, "..", "..", "tools")
+PHASES = ["forward", "allreduce", "sync", "optimizer", "replication"]
+
+
+class Runner:
+    def __init__(self, trainer, config_dir, timeout):
+        self.trainer = trainer
+        self.config_dir = config_dir
+        self.timeout = timeout
+        self.baselines = {}
+        self.results = []
+
+    def run(self, ranks, config, faults, extra_procs=0):
+        cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(self.timeout), "--",
+               os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks + extra_procs), self.trainer,
+               "--config", os.path.join(self.config_dir, config)]
+        for f in faults:
+            cmd += ["--fault", f]
+        start = time.monotonic()
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        took = time.monotonic() - start
+        sums = re.findall(r"^final_checksum=([0-9a-f]{16})$", p.stdout, re.M)
+        records = [json.loads(m) for m in re.findall(r"flashrec-event: (\{.*\})$", p.stdout, re.M)]
+        hung = "timed out" in p.stdout
+        return {"checksum": sums[0] if len(sums) == 1 else None, "records": records,
+                "hung": hung, "rc": p.returncode, "seconds": took, "output": p.stdout}
+
+    def baseline(self, ranks, config, extra):
+        key = (ranks, config)
+        if key not in self.baselines:
+            r = self.run(ranks, config, [], extra)
+            if not r["checksum"]:
+                print(r["output"][-3000:])
+                sys.exit(f"baseline run of {config} failed")
+            self.baselines[key] = r["checksum"]
+        return self.baselines[key]
+
+    def check(self, name, ranks, config, faults, expect_recoveries, extra=0, tiers=(1,)):
+        want = self.baseline(ranks, config, extra)
+        r = self.run(ranks, config, faults, extra)
+        problems = []
+        if r["hung"]:
+            problems.append("hung")
+        if r["checksum"] != want:
+            problems.append(f"checksum {r['checksum']} != {want}")
+        if len(r["records"]) < expect_recoveries:
+            problems.append(f"{len(r['records'])} recovery records, expected {expect_recoveries}")
+        for rec in r["records"]:
+            if rec.get("tier") in (1, 2) and rec.get("steps_replayed", 0) > 1:
+                problems.append(f"replayed {rec['steps_replayed']} steps")
+            if rec.get("tier") not in tiers:
+                problems.append(f"tier {rec.get('tier')} not in {tiers}")
+        ok = not problems
+        rec = r["records"][0] if r["records"] else {}
+        detail = (f"{rec.get('replacement', '-'):>8} R={rec.get('recovery_version', '-')} "
+                  f"replayed={rec.get('steps_replayed', '-')} recovery={rec.get('total_ms', '-')}ms")
+        print(f"{'ok  ' if ok else 'FAIL'} {name:<48} {detail}  ({r['seconds']:.1f} s)"
+              + ("" if ok else "  <- " + "; ".join(problems)), flush=True)
+        if not ok:
+            print(r["output"][-2500:], flush=True)
+        self.results.append((name, ok, r))
+        return ok
+
+    def summary(self):
+        passed = sum(1 for _, ok, _ in self.results if ok)
+        failed = len(self.results) - passed
+        print(f"{passed} passed, {failed} failed")
+        return 0 if failed == 0 else 1
+
+
+def configs(ranks):
+    # (config, extra processes) for a hot spare and for a spawned one.
+    return {"hot": (f"rec-{ranks}-hot.yaml", 2), "spawned": (f"rec-{ranks}.yaml", 0)}
+
+
+def matrix(r, ranks_list, phases):
+    for ranks in ranks_list:
+        for kind, (config, extra) in configs(ranks).items():
+            for phase in phases:
+                r.check(f"{ranks} ranks, {kind:>7}, kill in {phase}", ranks, config,
+                        [f"role=1:step=12:phase={phase}:action=kill"], 1, extra)
+
+
+def scenarios(r):
+    config, extra = configs(4)["hot"]
+    r.check("exit(3) instead of SIGKILL", 4, config, ["role=2:step=9:phase=forward:action=exit=3"], 1, extra)
+    r.check("two failures in different steps", 4, config,
+            ["role=1:step=8:phase=allreduce:action=kill", "role=3:step=20:phase=sync:action=kill"], 2, extra)
+    # Ring holders (node-aware, 2 nodes): 0 -> 2, 1 -> 3; 0 and 1 hold nothing of each other.
+    r.check("two simultaneous failures, non-adjacent", 4, config,
+            ["role=0:step=14:phase=forward:action=kill", "role=1:step=14:phase=forward:action=kill"], 1, extra)
+    r.check("failure during recovery", 4, config,
+            ["role=1:step=10:phase=forward:action=kill", "role=2:step=10:phase=recovery:action=kill"], 1, extra)
+    r.check("hot spare dies while parked, then a failure", 4, config,
+            ["role=spare:0:step=0:phase=recovery:action=kill", "role=3:step=16:phase=forward:action=kill"], 1, extra)
+    spawned, _ = configs(4)["spawned"]
+    r.check("spawned: two failures in different steps", 4, spawned,
+            ["role=0:step=6:phase=sync:action=kill", "role=2:step=18:phase=forward:action=kill"], 2, 0)
+
+
+def soak(r, trials, seed):
+    rng = random.Random(seed)
+    for t in range(trials):
+        ranks = rng.choice([4, 8])
+        kind = rng.choice(["hot", "spawned"])
+        config, extra = configs(ranks)[kind]
+        victim = rng.randrange(ranks)
+        phase = rng.choice(PHASES)
+        step = rng.randrange(2, 28)
+        r.check(f"soak {t}: {ranks} {kind} role={victim} step={step} {phase}", ranks, config,
+                [f"role={victim}:step={step}:phase={phase}:action=kill"], 1, extra)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainer", required=True)
+    ap.add_argument("--config-dir", required=True)
+    ap.add_argument("--timeout", type=float, default=90)
+    sub = ap.add_subparsers(dest="what", required=True)
+    m = sub.add_parser("matrix")
+    m.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
+    m.add_argument("--phases", nargs="+", default=PHASES)
+    sub.add_parser("scenarios")
+    s = sub.add_parser("soak")
+    s.add_argument("--trials", type=int, default=10)
+    s.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
+    a = ap.parse_args()
+    r = Runner(a.trainer, a.config_dir, a.timeout)
+    if a.what == "matrix":
+        matrix(r, a.ranks, a.phases)
+    elif a.what == "scenarios":
+        scenarios(r)
+    else:
+        print(f"soak: {a.trials} trials, seed {a.seed}")
+        soak(r, a.trials, a.seed)
+        hung = sum(1 for _, _, res in r.results if res["hung"])
+        wrong = sum(1 for _, ok, res in r.results if not ok and not res["hung"])
+        identical = sum(1 for _, ok, _ in r.results if ok)
+        print(f"soak result: trials {len(r.results)} / identical {identical} / hung {hung} / wrong {wrong}")
+    return r.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
