@@ -4,6 +4,8 @@
 //   master  (double, this rank's part) sharded: fp64 master weights
 //   adam_m, adam_v (float, part)       sharded: Adam moments
 //   adam_t  (int64)                    envelope: optimizer step counter
+//   ema     (float, trainer.extra_sharded_mib MiB) sharded: an exponential moving average of
+//           the gradient shard, to give benchmarks a large optimizer state at small compute
 // Data for (step, dp rank) come from step.data_seed(), so a replayed step sees the same batch.
 // Prints the loss and, at the end, exactly one line `final_checksum=<hex>`.
 #include <flashrec/flashrec.hpp>
@@ -104,6 +106,9 @@ int main(int argc, char** argv) {
         rt.protect("adam_m", std::span(adam_m), flashrec::Redundancy::sharded);
         rt.protect("adam_v", std::span(adam_v), flashrec::Redundancy::sharded);
         rt.protect("adam_t", std::span(adam_t), flashrec::Redundancy::envelope);
+        const auto extra_mib = rt.param_int("extra_sharded_mib", 0);
+        std::vector<float> ema(static_cast<std::size_t>(extra_mib) * (1 << 20) / sizeof(float), 0.0f);
+        if (!ema.empty()) rt.protect("ema", std::span(ema), flashrec::Redundancy::sharded);
 
         std::vector<float> grads(params.size()), grad_shard(last - first), x, y, hidden(shape.hidden);
         const float norm = 1.0f / static_cast<float>(batch * static_cast<std::size_t>(rt.dp_size()));
@@ -131,6 +136,8 @@ int main(int argc, char** argv) {
                     master[i] -= lr * (adam_m[i] / c1) / (std::sqrt(adam_v[i] / c2) + eps);
                     params[first + i] = static_cast<float>(master[i]);
                 }
+                for (std::size_t i = 0; i < ema.size() && !grad_shard.empty(); ++i)
+                    ema[i] = 0.9f * ema[i] + 0.1f * grad_shard[i % grad_shard.size()];
             });
             step.allgather(params);
 

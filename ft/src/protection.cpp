@@ -120,6 +120,8 @@ void Protection::worker() {
 }
 
 void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
+    const auto start = Clock::now();
+    SnapshotTiming timing;
     const std::size_t chunk = setup_.chunk_bytes;
     Transfers transfers(comm_);
 
@@ -150,9 +152,12 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
             const std::size_t n = std::min(chunk, region.bytes - off);
             std::memcpy(dst.data() + off, src + off, n);
             own_.note_written(b, off, n);
+            timing.copied_bytes += n;
             if (!region.replicate) continue;
-            for (const auto& succ : setup_.successors)
+            for (const auto& succ : setup_.successors) {
                 transfers.send(dst.data() + off, n, succ.rank, payload_index);
+                timing.sent_bytes += n;
+            }
         }
         if (region.replicate) ++payload_index;
     }
@@ -161,6 +166,8 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     transfers.wait("replication", &aborted_);
     for (SnapshotStore* store : receiving) store->commit();
     own_.commit();
+    timing.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    last_ = timing;
 }
 
 void Protection::restore_own(std::int64_t step) {

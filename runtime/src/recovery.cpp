@@ -87,7 +87,6 @@ std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& co
 }
 
 void Runtime::Impl::recover() {
-    timeline.noticed = Clock::now();
     for (int attempt = 0;; ++attempt) {
         if (attempt >= cfg.recovery.max_epochs)
             end_job("in-job recovery failed " + std::to_string(attempt) +
@@ -327,7 +326,8 @@ void Runtime::Impl::emit_recovery_record() {
             {"replacement", replacement_kind}, {"recovery_version", plan.version},
             {"resume_step", plan.version}, {"steps_replayed", plan.steps_replayed},
             {"bytes_restored_per_replacement", bytes}, {"phases_ms", phases},
-            {"total_ms", std::round(total * 1000) / 1000}};
+            {"total_ms", std::round(total * 1000) / 1000},
+            {"failure_noticed_unix_us", timeline.noticed_unix_us}};
         // One line on stderr for runs without the launcher; the launcher's event log gets it too.
         std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
         std::fflush(stderr);

@@ -303,6 +303,33 @@ runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
     return {shape, role_index, key, store_prefix() + key, epoch};
 }
 
+void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot) {
+    auto median = [](std::vector<double> v) {
+        if (v.empty()) return 0.0;
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+        return v[v.size() / 2];
+    };
+    double waited = 0;
+    for (double w : stats.exposed_wait_ms) waited += w;
+    std::size_t state = 0;
+    for (const auto& b : buffers) state += b.bytes;
+    const nlohmann::json record = {
+        {"event", "job_stats"},
+        {"role", topology::role_key(coord())},
+        {"steps", stats.step_ms.size()},
+        {"median_step_ms", median(stats.step_ms)},
+        {"median_exposed_wait_ms", median(stats.exposed_wait_ms)},
+        {"total_exposed_wait_ms", waited},
+        {"protection", cfg.protection.enabled},
+        {"state_bytes", state},
+        {"shm_bytes", shm_bytes},
+        {"snapshot_ms", snapshot.seconds * 1e3},
+        {"snapshot_copied_bytes", snapshot.copied_bytes},
+        {"snapshot_sent_bytes", snapshot.sent_bytes}};
+    std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
+    send_event(record);
+}
+
 std::string Runtime::Impl::store_prefix() const {
     std::string prefix = node_name;
     for (char& c : prefix)
@@ -316,7 +343,10 @@ void Runtime::Impl::finish_loop() {
         if (checkpointer) checkpointer->finish();
         ft::check(MPI_Barrier(work.get()), "MPI_Barrier(end of loop)", work);
     });
+    const std::size_t shm_bytes = protection ? protection->host_bytes() : 0;
+    const auto snapshot = protection ? protection->last_snapshot() : ft::SnapshotTiming{};
     protection.reset();
+    if (!abandoned && role_index == 0) emit_job_stats(shm_bytes, snapshot);
     if (!abandoned && role_index == 0) {
         try {
             spares::release(universe, spare_ranks);
@@ -334,6 +364,9 @@ void Runtime::Impl::finish_loop() {
 }
 
 void Runtime::Impl::on_failure(const std::exception& e) {
+    if (!abandoned)
+        timeline.noticed_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch()).count();
     if (!abandoned) log(std::string("step ") + std::to_string(step) + " abandoned: " + e.what());
     abandoned = true;
     revoke_all();
@@ -468,6 +501,7 @@ std::int64_t Runtime::loop_start() {
         im.start_protection(im.step);
     }
     im.enter(Phase::forward, im.step);
+    im.stats.step_start = Clock::now();
     return im.step;
 }
 
@@ -479,6 +513,9 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
         return im.step;
     }
     if (im.last_plan) im.emit_recovery_record();  // the first step after a repair is done
+    const auto now = Clock::now();
+    im.stats.step_ms.push_back(std::chrono::duration<double, std::milli>(now - im.stats.step_start).count());
+    im.stats.step_start = now;
     im.step = index + 1;
     if (im.step >= im.cfg.job.steps) {
         im.finish_loop();
@@ -573,8 +610,7 @@ bool Step::begin_update() {
     im.enter(Phase::sync, index_);
     im.guarded([&] {
         if (!im.protection) return;
-        im.stats.exposed_wait_s += im.protection->wait();
-        ++im.stats.waits;
+        im.stats.exposed_wait_ms.push_back(im.protection->wait() * 1e3);
     });
     // The one synchronization point: nobody mutates state for this step unless every active
     // role reached it alive (a failure anywhere abandons the step everywhere).

@@ -42,7 +42,8 @@ class Runner:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         took = time.monotonic() - start
         sums = re.findall(r"^final_checksum=([0-9a-f]{16})$", p.stdout, re.M)
-        records = [json.loads(m) for m in re.findall(r"flashrec-event: (\{.*\})$", p.stdout, re.M)]
+        events = [json.loads(m) for m in re.findall(r"flashrec-event: (\{.*\})$", p.stdout, re.M)]
+        records = [e for e in events if e.get("event") == "recovery"]
         hung = "timed out" in p.stdout
         return {"checksum": sums[0] if len(sums) == 1 else None, "records": records,
                 "hung": hung, "rc": p.returncode, "seconds": took, "output": p.stdout}

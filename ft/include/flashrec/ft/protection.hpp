@@ -38,6 +38,13 @@ struct RingPeer {
     SnapshotLayout payload;      // a predecessor's payload layout (for successors: unused)
 };
 
+// How long the last snapshot took on the background thread, and what it moved.
+struct SnapshotTiming {
+    double seconds = 0;
+    std::size_t copied_bytes = 0;  // live state -> own snapshot
+    std::size_t sent_bytes = 0;    // payload to ring successors (all of them)
+};
+
 struct ProtectionSetup {
     std::string job;
     std::string store_prefix;    // prepended to role keys: the node ("n1."), so nodes never share
@@ -77,6 +84,8 @@ public:
     // Shared memory this process holds for snapshots (2x own + 2x each held payload).
     std::size_t host_bytes() const;
     const ProtectionSetup& setup() const { return setup_; }
+    // Timing of the last committed snapshot (call after wait()).
+    SnapshotTiming last_snapshot() const { return last_; }
 
 private:
     void worker();
@@ -94,6 +103,7 @@ private:
     std::int64_t next_step_ = -1, next_epoch_ = 0;
     std::exception_ptr failure_;
     std::atomic<bool> aborted_{false};  // no commit may follow an abort
+    SnapshotTiming last_;               // written by the worker before it signals completion
     std::thread thread_;
 };
 

@@ -69,7 +69,8 @@ struct Runtime::Impl {
 
     // Recovery.
     struct Timeline {
-        std::chrono::steady_clock::time_point noticed, start, last;
+        std::chrono::steady_clock::time_point start, last;
+        std::int64_t noticed_unix_us = 0;  // wall clock: comparable with the fault injector's
         std::vector<std::pair<std::string, double>> phases;  // name, ms
         bool debug = false;  // logging.level: debug prints every phase as it ends
         void begin();
@@ -80,10 +81,13 @@ struct Runtime::Impl {
     int tier = 1;                              // 1: from memory; 3: from the HDF5 checkpoint
     bool restore_pending = false;              // this process took a dead role: loop_start restores
     std::int64_t restore_version = -1;
+    // What the job-end summary reports (DP rank 0 prints it as a "job_stats" event).
     struct {
-        double exposed_wait_s = 0;  // total time the sync point waited for snapshots
-        std::int64_t waits = 0;
+        std::vector<double> step_ms;          // wall time of each completed step
+        std::vector<double> exposed_wait_ms;  // sync-point wait for the previous snapshot, per step
+        std::chrono::steady_clock::time_point step_start;
     } stats;
+    void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot);
 
     std::vector<ProtectedBuffer> buffers;
     runtime::FaultInjector faults;

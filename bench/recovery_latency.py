@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Recovery latency: median and spread of every recovery phase, hot vs spawned spare.
+
+  recovery_latency.py --build BUILD [--ranks 4 8 16] [--trials 5] [--state-mib 64] [--json OUT]
+
+Each trial runs the example trainer with `state-mib` MiB of sharded state per rank and kills
+role 1 (SIGKILL) in the forward pass of step 6. The recovery record gives every phase as seen
+by role 0 (a survivor); "detect" is injection -> role 0 noticed (wall clock, same machine).
+"to_loop" is detect + every phase up to "resumed" (every rank back in the step loop with its
+state restored); "first_step" is the first step after it.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(HERE, "..", "tools")
+ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "rebuild", "restore",
+         "resumed", "to_loop", "first_step"]
+
+
+def config(ranks, hot, state_mib):
+    nodes = max(1, ranks // 2)
+    return f"""job: {{name: bench-rec-{ranks}-{int(hot)}, nodes: {nodes}, ranks_per_node: {ranks // nodes}, dp: {ranks},
+       hot_spares: {1 if hot else 0}, steps: 12, seed: 9}}
+trainer: {{model: {{input: 32, hidden: 64, output: 8}}, batch_per_rank: 8, log_every: 1000,
+          extra_sharded_mib: {state_mib}}}
+recovery: {{phase_deadline_ms: 60000}}
+"""
+
+
+def trial(build, ranks, hot, path, timeout):
+    cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(timeout), "--expect", "^final_checksum=", "--",
+           os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks + (1 if hot else 0)),
+           os.path.join(build, "examples", "mlp_trainer"), "--config", path,
+           "--fault", "role=1:step=6:phase=forward:action=kill"]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    injected = re.search(r"fault injected: .* unix_us (\d+)\)", out)
+    for m in re.findall(r"flashrec-event: (\{.*\})$", out, re.M):
+        e = json.loads(m)
+        if e.get("event") == "recovery":
+            phases = dict(e["phases_ms"])
+            if injected and e.get("failure_noticed_unix_us"):
+                phases["detect"] = (e["failure_noticed_unix_us"] - int(injected.group(1))) / 1e3
+            phases["to_loop"] = sum(v for k, v in phases.items() if k not in ("first_step",))
+            return phases, e
+    print(out[-3000:], file=sys.stderr)
+    return None, None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[4, 8, 16])
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--state-mib", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for ranks in a.ranks:
+            for hot in (True, False):
+                path = os.path.join(tmp, f"r{ranks}-{int(hot)}.yaml")
+                with open(path, "w") as f:
+                    f.write(config(ranks, hot, a.state_mib))
+                samples = [s for s, _ in (trial(a.build, ranks, hot, path, a.timeout) for _ in range(a.trials)) if s]
+                row = {"ranks": ranks, "spare": "hot" if hot else "spawned", "trials": len(samples), "phases": {}}
+                for phase in ORDER:
+                    vals = [s[phase] for s in samples if phase in s]
+                    if vals:
+                        row["phases"][phase] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+                results.append(row)
+                tl = row["phases"].get("to_loop", {})
+                slowest = max(((p, v["median"]) for p, v in row["phases"].items()
+                               if p not in ("to_loop", "first_step")), key=lambda x: x[1], default=("-", 0))
+                print(f"ranks {ranks:2d} {row['spare']:>7}: crash -> back in loop median "
+                      f"{tl.get('median', float('nan')):7.1f} ms (min {tl.get('min', float('nan')):.1f}, "
+                      f"max {tl.get('max', float('nan')):.1f}), {len(samples)} trials; dominant phase: "
+                      f"{slowest[0]} {slowest[1]:.1f} ms", flush=True)
+    print()
+    print("| ranks | spare | " + " | ".join(ORDER) + " |")
+    print("|---|---|" + "---|" * len(ORDER))
+    for row in results:
+        cells = []
+        for p in ORDER:
+            v = row["phases"].get(p)
+            cells.append(f"{v['median']:.1f} ({v['min']:.1f}-{v['max']:.1f})" if v else "-")
+        print(f"| {row['ranks']} | {row['spare']} | " + " | ".join(cells) + " |")
+    print("\n(median (min-max) in ms over the trials; state: %d MiB sharded per rank)" % a.state_mib)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+// Device math of the CUDA example trainer: the MLP of examples/mlp on the GPU. Plain C++
+// declarations (the kernels are in mlp_kernels.cu, compiled by nvcc); each launcher enqueues
+// on `stream` and returns the launch's error code.
+//
+// Every result is deterministic: one thread computes one output element, and sums run in a
+// fixed order (over samples n = 0..batch-1, over ranks r = 0..ranks-1), never with atomics.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace mlp_cuda {
+
+// Offsets of the parameter blocks in one flat float array (same layout as examples/mlp).
+struct Shape {
+    std::size_t in, hidden, out;
+    std::size_t w1() const { return 0; }
+    std::size_t b1() const { return hidden * in; }
+    std::size_t w2() const { return b1() + hidden; }
+    std::size_t b2() const { return w2() + out * hidden; }
+    std::size_t size() const { return b2() + out; }
+};
+
+// h[n, :] = tanh(W1 x[n] + b1), out[n, :] = W2 h[n] + b2 for n < batch.
+cudaError_t forward(const Shape& s, const float* params, const float* x, float* h, float* out,
+                    std::size_t batch, cudaStream_t stream);
+
+// dout = out - y; loss[n] = sum_k 0.5 dout[n, k]^2 (double, as the CPU trainer sums it);
+// da[n, j] = (sum_k dout[n, k] W2[k, j]) (1 - h[n, j]^2).
+cudaError_t output_and_hidden_error(const Shape& s, const float* params, const float* h,
+                                    const float* out, const float* y, float* dout, float* da,
+                                    double* loss, std::size_t batch, cudaStream_t stream);
+
+// grads[i] = this batch's gradient of parameter i (sum over samples in order).
+cudaError_t parameter_gradients(const Shape& s, const float* x, const float* h, const float* dout,
+                                const float* da, float* grads, std::size_t batch,
+                                cudaStream_t stream);
+
+// sum[i] = ((gathered[0][i] + gathered[1][i]) + ...) + gathered[ranks-1][i], where
+// gathered[r] = gathered + r * count: the gradient sum in DP-rank order.
+cudaError_t ordered_sum(const float* gathered, int ranks, std::size_t count, float* sum,
+                        cudaStream_t stream);
+
+struct AdamStep {
+    float norm;     // 1 / (batch * dp)
+    double lr, beta1, beta2, eps;
+    double c1, c2;  // bias corrections 1 - beta^t
+};
+
+// ZeRO-1 Adam on this rank's shard [first, first + count) of the parameters:
+// grads_shard, m, v, master have `count` elements; params_shard = params + first.
+cudaError_t adam(const AdamStep& a, const float* grads_shard, float* m, float* v, double* master,
+                 float* params_shard, std::size_t count, cudaStream_t stream);
+
+}  // namespace mlp_cuda
