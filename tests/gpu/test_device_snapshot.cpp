@@ -18,7 +18,6 @@
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/gpu/cuda_check.hpp"
 #include "flashrec/gpu/handles.hpp"
-#include "flashrec/gpu/pinning.hpp"
 #include "flashrec/gpu/snapshot_copier.hpp"
 
 using namespace flashrec::gpu;
@@ -167,13 +166,32 @@ TEST_CASE("snapshot copier: chunks land in order, each with its own event") {
     std::iota(want.begin(), want.end(), 0);
     CHECK(order == want);
 
-    // Pageable staging still works (synchronously, through CUDA's bounce buffer) and is counted.
+    // A pageable destination is pinned on first use, and stays pinned while the copier lives
+    // (so the copier is made after the memory, and goes first).
     std::vector<std::byte> pageable(d.size());
-    std::vector<std::span<std::byte>> pageable_dst = {std::span<std::byte>(pageable)};
-    copier.start(pageable_dst);
-    copier.wait();
-    CHECK(copier.pageable_chunks() == 1);
-    CHECK(pageable == bytes);
+    {
+        DeviceSnapshotCopier pinning({{d.data(), d.size()}});
+        std::vector<std::span<std::byte>> pageable_dst = {std::span<std::byte>(pageable)};
+        pinning.start(pageable_dst);
+        pinning.wait();
+        CHECK(pinning.pageable_chunks() == 0);
+        CHECK(pinning.pin_error().empty());
+        CHECK(pinning.pinned().covers(pageable.data(), pageable.size()));
+        CHECK(memory_kind(pageable.data()) == MemoryKind::pinned);
+        CHECK(pageable == bytes);
+    }
+    CHECK(memory_kind(pageable.data()) == MemoryKind::pageable);
+
+    // Without pinning, pageable staging still works (synchronously, through CUDA's bounce
+    // buffer) and is counted.
+    std::vector<std::byte> plain(d.size());
+    DeviceSnapshotCopier unpinned({{d.data(), d.size()}}, {.pin_destinations = false});
+    std::vector<std::span<std::byte>> plain_dst = {std::span<std::byte>(plain)};
+    unpinned.start(plain_dst);
+    unpinned.wait();
+    CHECK(unpinned.pageable_chunks() == 1);
+    CHECK(memory_kind(plain.data()) == MemoryKind::pageable);
+    CHECK(plain == bytes);
 
     // Cancelled before it starts: nothing lands.
     std::atomic<bool> cancelled{true};
@@ -221,10 +239,8 @@ TEST_CASE("Protection's way: stage into a pinned shared-memory snapshot slot, co
     }
     std::int64_t adam_t = 0;  // host envelope state
     regions.push_back({&adam_t, sizeof adam_t});
-    DeviceSnapshotCopier copier(regions);
     flashrec::ft::SnapshotStore store(job.name(), "dp0.tp0.pp0", layout);
-    CudaPinBackend pin_backend;
-    PinnedSet pinned(pin_backend);
+    DeviceSnapshotCopier copier(regions);  // after the store: its pins go before the store unmaps
 
     for (std::int64_t step = 1; step <= 3; ++step) {
         live_bytes.clear();
@@ -235,20 +251,17 @@ TEST_CASE("Protection's way: stage into a pinned shared-memory snapshot slot, co
         adam_t = step;
         flashrec::ft::WriteView view = store.begin_write(step, 0);
         std::vector<std::span<std::byte>> dst;
-        std::vector<HostRange> spans;
-        for (const auto& buffer : view.buffers) {
-            dst.push_back(buffer.bytes);
-            spans.push_back(range_of(buffer.bytes.data(), buffer.bytes.size()));
-        }
-        pinned.pin(spans);  // registers each slot's pages once (steps 1 and 2), then no-op
+        for (const auto& buffer : view.buffers) dst.push_back(buffer.bytes);
         const auto chunks = flashrec::ft::plan_save(copier, dst, 1 << 20);
         copier.save(chunks, [&](std::size_t i) {
             store.note_written(chunks[i].region, chunks[i].offset, chunks[i].bytes);
         });
-        CHECK(copier.pageable_chunks() == 0);  // the shm slot is pinned: true async DMA
+        CHECK(copier.pageable_chunks() == 0);  // the shm slot got pinned: true async DMA
+        CHECK(copier.pin_error().empty());
         store.commit();
     }
-    CHECK(pinned.ranges().size() >= 2);  // both ping-pong slots
+    CHECK(copier.pinned().ranges().size() >= 2);  // both ping-pong slots, registered once each
+    const std::size_t pinned_after_3 = copier.pinned().pinned_bytes();
 
     const flashrec::ft::SnapshotView committed = store.committed(3);
     REQUIRE(committed.ok);
@@ -262,5 +275,11 @@ TEST_CASE("Protection's way: stage into a pinned shared-memory snapshot slot, co
     copier.restore(flashrec::ft::plan_restore(copier, src));
     for (std::size_t b = 0; b < 2; ++b) CHECK(download(device[b]) == live_bytes[b]);
     CHECK(adam_t == 3);
-    pinned.clear();  // before the store unmaps the slots
+
+    // A 4th snapshot reuses a slot: nothing new is pinned.
+    flashrec::ft::WriteView view = store.begin_write(4, 0);
+    std::vector<std::span<std::byte>> dst;
+    for (const auto& buffer : view.buffers) dst.push_back(buffer.bytes);
+    copier.save(flashrec::ft::plan_save(copier, dst, 1 << 20), {});
+    CHECK(copier.pinned().pinned_bytes() == pinned_after_3);
 }

@@ -2,13 +2,14 @@
 # Kills a whole job at random instants (mid-step, mid-replication) and checks that a new
 # process finds, for every role, its own snapshot and every ring replica complete and
 # verified in /dev/shm, with versions at most one apart: what a warm relaunch needs.
-#   kill_all_and_verify.sh <tools dir> <trainer> <config> <flashrec-snapshots> <trials>
+#   kill_all_and_verify.sh <tools dir> <trainer> <endless config> <finite config> <flashrec-snapshots> <trials>
 set -euo pipefail
-tools=$1 trainer=$2 config=$3 snapshots=$4 trials=$5
-job=$(sed -n 's/.*name: *\([A-Za-z0-9_-]*\).*/\1/p' "$config" | head -1)
+tools=$1 trainer=$2 config=$3 finite=$4 snapshots=$5 trials=$6
+job_of() { sed -n 's/.*name: *\([A-Za-z0-9_-]*\).*/\1/p' "$1" | head -1; }
+job=$(job_of "$config")
 passed=0 failed=0
 for i in $(seq 1 "$trials"); do
-  # A random instant between 0.6 s and 2.0 s into a ~3 s run.
+  # A random instant between 0.6 s and 2.0 s into a run that would never end.
   t=$(python3 -c "import random; print(round(random.uniform(0.6, 2.0), 2))")
   "$tools/fr-run" --timeout "$t" -- "$tools/fr-mpirun" -n 4 "$trainer" --config "$config" >/dev/null 2>&1 || true
   out=$("$snapshots" verify "$job" || true)
@@ -23,8 +24,8 @@ for i in $(seq 1 "$trials"); do
   "$snapshots" remove "$job" >/dev/null
 done
 # A job that ends normally leaves nothing behind in /dev/shm.
-"$tools/fr-run" --timeout 60 --expect '^final_checksum=' -- "$tools/fr-mpirun" -n 4 "$trainer" --config "$config" >/dev/null 2>&1 \
-  && left=$(ls /dev/shm | grep -c "^flashrec\.$job\." || true) && [ "$left" -eq 0 ] \
+"$tools/fr-run" --timeout 60 --expect '^final_checksum=' -- "$tools/fr-mpirun" -n 4 "$trainer" --config "$finite" >/dev/null 2>&1 \
+  && left=$(ls /dev/shm | grep -c "^flashrec\.$(job_of "$finite")\." || true) && [ "$left" -eq 0 ] \
   && { echo "normal end: no segment left"; passed=$((passed + 1)); } \
   || { echo "normal end: FAIL (${left:-?} segments left or run failed)"; failed=$((failed + 1)); }
 echo "$passed passed, $failed failed"
