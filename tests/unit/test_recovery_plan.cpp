@@ -1,0 +1,107 @@
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include "flashrec/errors.hpp"
+#include "flashrec/runtime/recovery_plan.hpp"
+
+using namespace flashrec::recovery;
+
+namespace {
+// 4 DP roles on 2 nodes, ring holders 0->2, 1->3, 2->0, 3->1 (node-aware shift 2).
+Report survivor(int role, std::int64_t newest, std::int64_t older, int holds, std::int64_t h_newest,
+                std::int64_t h_older, std::int64_t step = 10) {
+    Report r;
+    r.role = role;
+    r.node = role < 2 ? "node0" : "node1";
+    r.id = role;
+    r.step = step;
+    r.has_replicated = true;
+    r.own = {newest, older};
+    r.held.push_back({holds, {h_newest, h_older}});
+    return r;
+}
+Report spare(std::int64_t id) {
+    Report r;
+    r.node = "node2";
+    r.id = id;
+    return r;
+}
+const flashrec::topology::Shape shape{4, 1, 1};
+}  // namespace
+
+TEST_CASE("reports survive serialization") {
+    const Report r = survivor(2, 9, 8, 0, 9, 8);
+    const Report back = deserialize(serialize(r));
+    CHECK(back.role == 2);
+    CHECK(back.node == "node1");
+    CHECK(back.own.newest == 9);
+    REQUIRE(back.held.size() == 1);
+    CHECK(back.held[0].owner_role == 0);
+    CHECK_THROWS_AS(deserialize("garbage"), flashrec::Error);
+    CHECK_THROWS_AS(deserialize(""), flashrec::Error);
+}
+
+TEST_CASE("one dead role, a hot spare takes it; R is the newest version complete everywhere") {
+    // Role 1 died; its replica is on role 3, which has versions 10 and 9 of it.
+    const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
+                                      survivor(3, 10, 9, 1, 10, 9), spare(7)};
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.dead_roles == std::vector<int>{1});
+    REQUIRE(plan.replacements.size() == 1);
+    CHECK(plan.replacements[0].process == 3);
+    CHECK(plan.replacements[0].payload_from == 3);
+    CHECK(plan.replacements[0].replicated_from == 0);
+    CHECK(plan.version == 10);
+    CHECK(plan.steps_replayed == 0);
+    CHECK(plan.role_of_process == std::vector<int>{0, 2, 3, 1});
+    CHECK(plan.missing_spares == 0);
+}
+
+TEST_CASE("a replica that missed the newest version pulls R back by one") {
+    // Role 3's copy of role 1 only has 9 (the transfer of 10 was cut by the failure).
+    const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
+                                      survivor(3, 10, 9, 1, 9, 8), spare(7)};
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.version == 9);
+    CHECK(plan.steps_replayed == 1);
+}
+
+TEST_CASE("owner and its replica holder both dead: the state is lost, and the plan says why") {
+    const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
+                                      spare(7), spare(8)};
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.version == -1);
+    CHECK(plan.problem.find("dp1.tp0.pp0") != std::string::npos);
+    CHECK(plan.problem.find("what the live processes hold") != std::string::npos);
+}
+
+TEST_CASE("more dead roles than spares: the rest is counted as missing") {
+    const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9)};
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.dead_roles == std::vector<int>{1, 3});
+    CHECK(plan.missing_spares == 2);
+}
+
+TEST_CASE("spares are taken in process-id order, whatever their rank") {
+    const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
+                                      survivor(3, 10, 9, 1, 10, 9), spare(9), spare(5)};
+    const Plan plan = make_plan(shape, reports);
+    REQUIRE(plan.replacements.size() == 1);
+    CHECK(plan.replacements[0].process == 4);  // id 5
+}
+
+TEST_CASE("warm relaunch: a process holding a role but none of its state is restored in place") {
+    // Roles 0 and 1 restarted on a new node: no own snapshots; their replicas are on 2 and 3.
+    Report fresh0 = survivor(0, -1, -1, 2, -1, -1, -1), fresh1 = survivor(1, -1, -1, 3, -1, -1, -1);
+    fresh0.node = fresh1.node = "node2";
+    const std::vector<Report> reports{fresh0, fresh1, survivor(2, 7, 6, 0, 7, 6, -1),
+                                      survivor(3, 7, 6, 1, 7, 6, -1)};
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.version == 7);
+    REQUIRE(plan.replacements.size() == 2);
+    CHECK(plan.replacements[0].process == 0);
+    CHECK(plan.replacements[0].payload_from == 2);
+    CHECK(plan.replacements[0].replicated_from == 2);
+    CHECK(plan.replacements[1].payload_from == 3);
+    CHECK(plan.dead_roles.empty());
+}
