@@ -152,6 +152,12 @@ void download(std::vector<T>& host, std::size_t first, const T* device, std::siz
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Before the Runtime: every process (hot spares too, which stay inside the Runtime's
+    // constructor until they are needed) leaves at once, and the job ends.
+    if (gpu::device_count_or_zero() == 0) {
+        std::fprintf(stderr, "mlp_cuda_trainer: no CUDA device\n");
+        return 77;
+    }
     try {
         flashrec::Runtime rt(argc, argv);
         const Shape shape{static_cast<std::size_t>(rt.param_int("model.input", 32)),
@@ -168,10 +174,6 @@ int main(int argc, char** argv) {
         const bool ordered = reduction == "ordered";
         const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 
-        if (gpu::device_count_or_zero() == 0) {
-            std::fprintf(stderr, "mlp_cuda_trainer: no CUDA device\n");
-            return 77;
-        }
         const int device = gpu::device_for_local_rank(gpu::local_rank_from_env());
         FLASHREC_CUDA_CHECK(cudaSetDevice(device));
         gpu::Stream stream = gpu::Stream::create();

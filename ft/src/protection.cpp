@@ -36,6 +36,11 @@ Protection::Protection(ProtectionSetup setup, Comm replication)
       own_(setup_.job, setup_.store_prefix + setup_.role_key, full_layout(setup_.regions)) {
     if (setup_.chunk_bytes == 0 || setup_.chunk_bytes > (1u << 30))
         throw Error("protection.chunk_bytes must be between 1 byte and 1 GiB");
+    for (const auto& p : setup_.predecessors) {
+        std::size_t bytes = 0;
+        for (const auto& b : p.payload) bytes += b.bytes;
+        landing_.emplace_back(bytes);
+    }
     for (const auto& p : setup_.predecessors)
         held_.emplace(p.role_key,
                       SnapshotStore(setup_.job,
@@ -61,6 +66,7 @@ const SnapshotStore* Protection::held(const std::string& owner_key) const {
 std::size_t Protection::host_bytes() const {
     std::size_t total = own_.bytes();
     for (const auto& [key, store] : held_) total += store.bytes();
+    for (const auto& buffer : landing_) total += buffer.size();
     return total;
 }
 
@@ -125,20 +131,22 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     const std::size_t chunk = setup_.chunk_bytes;
     Transfers transfers(comm_);
 
-    // Predecessors' payloads arrive straight into the staging slots of their peer stores.
-    // Buffers are matched by tag (their index in the payload); chunks of one buffer arrive in
-    // order because MPI keeps the order of messages between a pair on one tag.
-    std::vector<SnapshotStore*> receiving;
-    for (const auto& pred : setup_.predecessors) {
-        SnapshotStore& store = held_.at(pred.role_key);
-        WriteView view = store.begin_write(step, epoch);
-        for (std::size_t b = 0; b < view.buffers.size(); ++b) {
-            auto bytes = view.buffers[b].bytes;
-            for (std::size_t off = 0; off < bytes.size(); off += chunk)
-                transfers.receive(bytes.data() + off, std::min(chunk, bytes.size() - off), pred.rank,
+    // Predecessors' payloads arrive in this object's private landing buffers, and are copied
+    // into the staging slots of their peer stores once complete. Not straight into shared
+    // memory: after a revoke, Open MPI kept writing the fragments of a message it had already
+    // matched into the receive buffer (seen here), so a receive buffer must outlive the
+    // request and must not be a slot that a later snapshot commits. Buffers are matched by tag
+    // (their index in the payload); chunks of one buffer arrive in order on one tag.
+    for (std::size_t p = 0; p < setup_.predecessors.size(); ++p) {
+        const auto& pred = setup_.predecessors[p];
+        std::size_t base = 0;
+        for (std::size_t b = 0; b < pred.payload.size(); ++b) {
+            const std::size_t size = pred.payload[b].bytes;
+            for (std::size_t off = 0; off < size; off += chunk)
+                transfers.receive(landing_[p].data() + base + off, std::min(chunk, size - off), pred.rank,
                                   static_cast<int>(b));
+            base += size;
         }
-        receiving.push_back(&store);
     }
 
     // Own snapshot: copy chunk by chunk, sending each payload chunk as soon as it is copied.
@@ -164,7 +172,16 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     if (setup_.during_replication) setup_.during_replication(step);
 
     transfers.wait("replication", &aborted_);
-    for (SnapshotStore* store : receiving) store->commit();
+    for (std::size_t p = 0; p < setup_.predecessors.size(); ++p) {
+        SnapshotStore& store = held_.at(setup_.predecessors[p].role_key);
+        WriteView view = store.begin_write(step, epoch);
+        std::size_t base = 0;
+        for (const auto& buffer : view.buffers) {
+            std::memcpy(buffer.bytes.data(), landing_[p].data() + base, buffer.bytes.size());
+            base += buffer.bytes.size();
+        }
+        store.commit();
+    }
     own_.commit();
     timing.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     last_ = timing;

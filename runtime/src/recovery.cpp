@@ -114,7 +114,7 @@ void Runtime::Impl::recovery_epoch() {
     enter(Phase::recovery, step);
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
     revoke_all();
-    protection.reset();
+    retire_protection();
     timeline.mark("revoke");
 
     watchdog.arm("shrink", epoch, budget);
@@ -241,21 +241,21 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
 
     // ... and the replacements' state from the snapshots kept here, tagged by buffer index.
     ft::Transfers transfers(work);
-    std::vector<ft::SnapshotView> held_views;  // keep the mapped data alive until sent
-    std::vector<std::unique_ptr<ft::SnapshotReader>> readers;
+    std::vector<ft::SnapshotView> held_views;
     for (const auto& rep : plan.replacements) {
         if (rep.replicated_from == role_index) {
             for (size_t b = 0; b < buffers.size(); ++b) {
                 if (buffers[b].kind != Redundancy::replicated) continue;
-                transfers.send(mine.buffers[b].bytes.data(), buffers[b].bytes, rep.role,
-                               static_cast<int>(b));
+                // From the live buffer, just restored: it outlives any transfer.
+                transfers.send(buffers[b].data, buffers[b].bytes, rep.role, static_cast<int>(b));
             }
         }
         if (rep.payload_from == role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
-            readers.push_back(std::make_unique<ft::SnapshotReader>(
+            // Kept beyond this call: a send may outlive a failed epoch (see retired).
+            retired_readers.push_back(std::make_unique<ft::SnapshotReader>(
                 cfg.job.name, store_prefix() + ft::peer_role_key(owner, me)));
-            held_views.push_back(readers.back()->committed(plan.version));
+            held_views.push_back(retired_readers.back()->committed(plan.version));
             const auto& view = held_views.back();
             if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
             // The payload holds the sharded and envelope buffers, in registration order.

@@ -226,6 +226,13 @@ void Runtime::Impl::send_event(const nlohmann::json& record) {
     if (heartbeat) heartbeat->send_event(record);
 }
 
+void Runtime::Impl::retire_protection() {
+    if (!protection) return;
+    protection->abort();
+    retired.push_back(std::move(protection));
+    clean_steps = 0;
+}
+
 void Runtime::Impl::revoke_all() noexcept {
     if (protection) protection->abort();
     if (checkpointer) checkpointer->abort();
@@ -254,7 +261,7 @@ double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 }  // namespace
 
 void Runtime::Impl::start_protection(std::int64_t version) {
-    protection.reset();
+    retire_protection();
     if (!cfg.protection.enabled) return;
     std::vector<ft::ProtectedRegion> regions;
     for (const auto& b : buffers)
@@ -611,6 +618,10 @@ bool Step::begin_update() {
     im.guarded([&] {
         if (!im.protection) return;
         im.stats.exposed_wait_ms.push_back(im.protection->wait() * 1e3);
+        if (!im.retired.empty() && ++im.clean_steps >= 3) {
+            im.retired.clear();  // transfers of an aborted epoch are long over
+            im.retired_readers.clear();
+        }
     });
     // The one synchronization point: nobody mutates state for this step unless every active
     // role reached it alive (a failure anywhere abandons the step everywhere).

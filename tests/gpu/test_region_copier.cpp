@@ -16,7 +16,7 @@
 
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/snapshot.hpp"
-#include "flashrec/gpu/region_copier.hpp"
+#include "flashrec/ft/region_copier.hpp"
 
 using namespace flashrec::ft;
 
@@ -54,6 +54,7 @@ TEST_CASE("host copier: every chunk lands in order, exactly once, with its bytes
     for (auto& v : live) regions.push_back({v.data(), v.size()});
     HostRegionCopier copier(regions);
     CHECK(std::string(copier.kind()) == "host");
+    copier.state_ready(nullptr);  // nothing to wait for on the host
     CHECK(copier.region_count() == 3);
 
     std::vector<std::vector<std::byte>> staging = {std::vector<std::byte>(10), {}, std::vector<std::byte>(7)};

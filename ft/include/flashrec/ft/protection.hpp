@@ -73,7 +73,9 @@ public:
     // (ProcessFailure / CommRevoked) so the step loop can enter recovery.
     double wait();
     // Stops the background thread after a failure elsewhere: revokes the replication
-    // communicator so pending transfers return, and joins. Never throws.
+    // communicator so pending transfers return, and joins. Never throws. The object must then
+    // be kept alive a while (see Runtime's retired list): MPI may still write into its
+    // receive buffers and read its send buffers for messages matched before the revoke.
     void abort() noexcept;
 
     const SnapshotStore& own() const { return own_; }
@@ -81,7 +83,8 @@ public:
     const SnapshotStore* held(const std::string& owner_key) const;
     // Copies version `step` of this role's own snapshot back into the live buffers.
     void restore_own(std::int64_t step);
-    // Shared memory this process holds for snapshots (2x own + 2x each held payload).
+    // Host memory this process holds for snapshots: 2x own + 2x each held payload in
+    // /dev/shm, plus one private landing buffer per held payload.
     std::size_t host_bytes() const;
     const ProtectionSetup& setup() const { return setup_; }
     // Timing of the last committed snapshot (call after wait()).
@@ -95,6 +98,7 @@ private:
     Comm comm_;
     SnapshotStore own_;
     std::map<std::string, SnapshotStore> held_;  // by owner role key
+    std::vector<std::vector<std::byte>> landing_;  // per predecessor: where its payload arrives
 
     std::mutex mutex_;
     std::condition_variable cv_;

@@ -63,6 +63,13 @@ struct Runtime::Impl {
     ft::Comm checkpoint_comm;    // dup of work for the checkpointer (handed to it)
 
     std::unique_ptr<ft::Protection> protection;
+    // Protection objects and snapshot readers of an aborted epoch: their buffers may still be
+    // the target or source of MPI transfers matched before the revoke, so they are freed only
+    // after several clean steps.
+    std::vector<std::unique_ptr<ft::Protection>> retired;
+    std::vector<std::unique_ptr<ft::SnapshotReader>> retired_readers;
+    int clean_steps = 0;
+    void retire_protection();
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
     std::unique_ptr<runtime::Checkpointer> checkpointer;
     ft::Watchdog watchdog;

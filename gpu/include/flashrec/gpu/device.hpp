@@ -1,0 +1,41 @@
+// Which GPU a process uses, and finding out whether there is one at all.
+#pragma once
+
+namespace flashrec::gpu {
+
+// Number of CUDA devices this process can use; 0 when there is no device, no driver, a driver
+// too old for this runtime, or CUDA_VISIBLE_DEVICES hides them all. Never throws, and leaves
+// no pending CUDA error behind. Tests that need a GPU skip (exit 77) when it returns 0.
+int device_count_or_zero() noexcept;
+
+// This process's index among the processes of the job on its node, from the launcher's
+// environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK, in that
+// order); -1 when none is set or it is not a non-negative integer. The environment is what a
+// hot spare can read without a collective (it is parked in MPI while the active ranks start).
+// A process started by MPI_Comm_spawn numbers itself in its own spawned world: give it a
+// device explicitly.
+int local_rank_from_env() noexcept;
+
+// The device a process with node-local index `local_rank` should use: local_rank modulo the
+// device count (so k ranks per node share k GPUs one to one). Throws CudaError when there is
+// no device (cudaErrorNoDevice).
+int device_for_local_rank(int local_rank);
+
+// Makes `device` current for this thread (CUDA's current device is per thread: a background
+// thread must set it before any call) and restores the previous one at scope exit.
+class DeviceGuard {
+public:
+    explicit DeviceGuard(int device);
+    ~DeviceGuard();
+    DeviceGuard(const DeviceGuard&) = delete;
+    DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+private:
+    int previous_ = -1;
+    bool changed_ = false;
+};
+
+// The current device of this thread (cudaGetDevice); throws CudaError.
+int current_device();
+
+}  // namespace flashrec::gpu

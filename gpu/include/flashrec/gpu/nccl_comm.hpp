@@ -1,0 +1,122 @@
+// An NCCL communicator that never blocks forever (DESIGN.md, "GPU path"): made from an MPI
+// communicator (the DP group of `work`), non-blocking (ncclConfig_t::blocking = 0), and every
+// operation waits in an AbortPoller loop that also watches an external abort flag and an
+// optional deadline. When a peer dies, recovery sets the flag, the operation in progress
+// aborts the communicator (ncclCommAbort) and throws NcclError; after recovery the
+// communicator is rebuilt from the new MPI communicator:
+//
+//   std::atomic<bool> abort{false};               // set by recovery / the control plane
+//   auto nccl = NcclComm::create(dp, "dp", {.abort_flag = &abort, .device = dev});
+//   nccl.allreduce_sum(grads, n, stream);         // NcclError if a peer died meanwhile
+//   ... recovery: abort = true (wakes the collective), repair MPI, abort = false ...
+//   if (!nccl.built_from(new_dp)) nccl.rebuild(new_dp, "dp");
+#pragma once
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "flashrec/gpu/abort_poller.hpp"
+#include "flashrec/gpu/handles.hpp"
+
+namespace flashrec::ft {
+class Comm;
+}
+
+namespace flashrec::gpu {
+
+struct NcclOptions {
+    // Set by the recovery/control plane when the job must recover; every operation polls it.
+    // Must outlive the communicator, and be false again before a rebuild.
+    const std::atomic<bool>* abort_flag = nullptr;
+    // Longest time one operation (init, a collective, finalize) may take; zero: no deadline
+    // (the abort flag alone ends a wait). A deadline catches what no one reports: a peer
+    // stuck in a kernel, a frozen node.
+    std::chrono::milliseconds timeout{0};
+    int device = -1;  // -1: the current device at creation
+};
+
+// Rank `root` of `comm` makes the unique id (make_id, normally ncclGetUniqueId) and
+// broadcasts it over MPI (MPI_Bcast of its 128 bytes, plus whether making it worked).
+// Collective over `comm`; MPI errors go through ft::check (ProcessFailure, CommRevoked, ...).
+// If make_id throws on the root, the root rethrows it after the broadcast and every other rank
+// throws flashrec::Error: no rank is left waiting.
+ncclUniqueId exchange_unique_id(MPI_Comm comm, const std::string& comm_name,
+                                const std::function<ncclUniqueId()>& make_id, int root = 0);
+
+class NcclComm {
+public:
+    NcclComm() = default;
+    // Collective over `mpi`: one NCCL rank per MPI rank, same numbering. The device must not be
+    // used by another rank of the same communicator (NCCL refuses duplicate GPUs).
+    static NcclComm create(MPI_Comm mpi, const std::string& name, NcclOptions options = {});
+    static NcclComm create(const ft::Comm& mpi, NcclOptions options = {});
+    // Without MPI: every rank calls it with the same id (tests, other bootstraps).
+    static NcclComm create_from_id(const ncclUniqueId& id, int nranks, int rank,
+                                   const std::string& name, NcclOptions options = {});
+
+    NcclComm(NcclComm&& other) noexcept;
+    NcclComm& operator=(NcclComm&& other) noexcept;
+    NcclComm(const NcclComm&) = delete;
+    NcclComm& operator=(const NcclComm&) = delete;
+    // Aborts a communicator still held (never blocks, never throws). Call finalize() first
+    // for a clean collective shutdown when every member is alive.
+    ~NcclComm();
+
+    // In place: data (device memory, `count` floats) becomes the sum over all ranks. Enqueued on
+    // `stream` and waited for (host-synchronous) in the poll loop. On an async error, the
+    // abort flag or the deadline: aborts the communicator and throws NcclError; the
+    // communicator is then invalid until rebuild().
+    void allreduce_sum(float* data, std::size_t count, cudaStream_t stream);
+    // recv (count * size() floats) gets every rank's `count` floats from send, in rank order.
+    void allgather(const float* send, float* recv, std::size_t count, cudaStream_t stream);
+
+    // Local, immediate: ncclCommAbort (operations in flight on the GPU end). Idempotent.
+    void abort() noexcept;
+    // Collective clean shutdown (ncclCommFinalize, polled, then ncclCommDestroy). On failure
+    // aborts and throws NcclError.
+    void finalize();
+    // After recovery: aborts this communicator (if still held) and creates a new one from
+    // `mpi` with the same options. Collective over `mpi`.
+    void rebuild(MPI_Comm mpi, const std::string& name);
+
+    bool valid() const { return comm_ != nullptr; }
+    ncclComm_t get() const { return comm_; }
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    int device() const { return device_; }
+    const std::string& name() const { return name_; }
+    // True when this communicator is live and was made from `mpi` itself (an MPI attribute
+    // tags the MPI communicator it was made from; a communicator re-created after a repair has
+    // no tag, even if MPI reuses the handle value). The step loop's test for "rebuild needed".
+    bool built_from(MPI_Comm mpi) const;
+
+private:
+    using Verdict = AbortPoller::Verdict;
+    // Polls until settled; on an abort verdict aborts and throws NcclError naming `what`.
+    void wait_settled(const char* what, const std::function<bool()>& op_complete, const char* file,
+                      int line);
+    void run_collective(const char* what, const std::function<ncclResult_t()>& enqueue,
+                        cudaStream_t stream, const char* file, int line);
+    void tag(MPI_Comm mpi);
+    AbortPoller make_poller() const;
+
+    ncclComm_t comm_ = nullptr;
+    int rank_ = -1, size_ = 0, device_ = -1;
+    std::string name_;
+    // ncclConfig_t::commName points here: a heap string, so its address survives moves of
+    // this object for as long as NCCL may read it (the communicator's life).
+    std::unique_ptr<const std::string> nccl_name_;
+    NcclOptions options_;
+    std::uintptr_t tag_ = 0;  // the value of the attribute it set on its MPI communicator
+    Event done_;              // recorded after each collective on its stream
+};
+
+}  // namespace flashrec::gpu

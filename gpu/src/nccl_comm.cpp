@@ -1,0 +1,285 @@
+#include "flashrec/gpu/nccl_comm.hpp"
+
+#include <array>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "flashrec/errors.hpp"
+#include "flashrec/ft/comm.hpp"
+#include "flashrec/gpu/cuda_check.hpp"
+#include "flashrec/gpu/device.hpp"
+
+namespace flashrec::gpu {
+
+namespace {
+
+// The MPI attribute that marks a communicator an NCCL communicator was made from. No copy
+// callback: a dup of it is a different communicator and gets no tag.
+int tag_keyval() {
+    static const int keyval = [] {
+        int key = MPI_KEYVAL_INVALID;
+        ft::check(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &key, nullptr),
+                  "MPI_Comm_create_keyval", MPI_COMM_WORLD, "world");
+        return key;
+    }();
+    return keyval;
+}
+
+std::atomic<std::uintptr_t> next_tag{1};
+
+NcclError::Cause cause_of(AbortPoller::Verdict verdict) {
+    switch (verdict) {
+        case AbortPoller::Verdict::comm_error: return NcclError::Cause::async_error;
+        case AbortPoller::Verdict::abort_requested: return NcclError::Cause::abort_requested;
+        default: return NcclError::Cause::deadline;
+    }
+}
+
+}  // namespace
+
+// ---- unique id ------------------------------------------------------------------------------
+
+ncclUniqueId exchange_unique_id(MPI_Comm comm, const std::string& comm_name,
+                                const std::function<ncclUniqueId()>& make_id, int root) {
+    int rank = -1, size = 0;
+    ft::check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", comm, comm_name);
+    ft::check(MPI_Comm_size(comm, &size), "MPI_Comm_size", comm, comm_name);
+    if (root < 0 || root >= size)
+        throw Error("exchange_unique_id: root " + std::to_string(root) + " is not a rank of '" +
+                    comm_name + "' (size " + std::to_string(size) + ")");
+    // Byte 0: 1 when the root made an id; then the id itself.
+    std::array<char, 1 + NCCL_UNIQUE_ID_BYTES> packet{};
+    std::exception_ptr failure;
+    if (rank == root) {
+        try {
+            const ncclUniqueId id = make_id();
+            std::memcpy(packet.data() + 1, id.internal, NCCL_UNIQUE_ID_BYTES);
+            packet[0] = 1;
+        } catch (...) {
+            failure = std::current_exception();
+        }
+    }
+    ft::check(MPI_Bcast(packet.data(), static_cast<int>(packet.size()), MPI_BYTE, root, comm),
+              "MPI_Bcast(ncclUniqueId)", comm, comm_name);
+    if (failure) std::rethrow_exception(failure);
+    if (packet[0] != 1)
+        throw Error("rank " + std::to_string(ft::world_rank()) + ": rank " + std::to_string(root) +
+                    " of '" + comm_name + "' could not make the NCCL unique id");
+    ncclUniqueId id{};
+    std::memcpy(id.internal, packet.data() + 1, NCCL_UNIQUE_ID_BYTES);
+    return id;
+}
+
+// ---- creation -------------------------------------------------------------------------------
+
+NcclComm NcclComm::create(MPI_Comm mpi, const std::string& name, NcclOptions options) {
+    int rank = -1, size = 0;
+    ft::check(MPI_Comm_rank(mpi, &rank), "MPI_Comm_rank", mpi, name);
+    ft::check(MPI_Comm_size(mpi, &size), "MPI_Comm_size", mpi, name);
+    const ncclUniqueId id = exchange_unique_id(mpi, name, [] {
+        ncclUniqueId made{};
+        FLASHREC_NCCL_CHECK(ncclGetUniqueId(&made));
+        return made;
+    });
+    NcclComm comm = create_from_id(id, size, rank, name, options);
+    comm.tag(mpi);
+    return comm;
+}
+
+NcclComm NcclComm::create(const ft::Comm& mpi, NcclOptions options) {
+    return create(mpi.get(), mpi.name(), options);
+}
+
+NcclComm NcclComm::create_from_id(const ncclUniqueId& id, int nranks, int rank,
+                                  const std::string& name, NcclOptions options) {
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        throw Error("NcclComm '" + name + "': rank " + std::to_string(rank) + " of " +
+                    std::to_string(nranks) + " is not a valid rank");
+    NcclComm c;
+    c.name_ = name;
+    c.options_ = options;
+    c.device_ = options.device >= 0 ? options.device : current_device();
+    DeviceGuard guard(c.device_);
+    // Polled with cudaEventQuery, never waited on: no blocking-sync flag needed.
+    c.done_ = Event::create(cudaEventDisableTiming);
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;               // every call returns at once; we poll
+    c.nccl_name_ = std::make_unique<const std::string>(name);
+    config.commName = c.nccl_name_->c_str();
+    ncclComm_t handle = nullptr;
+    const ncclResult_t rc =
+        ncclCommInitRankConfig(&handle, nranks, id, rank, &config);
+    c.comm_ = handle;
+    c.rank_ = rank;
+    c.size_ = nranks;
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+        const char* last = handle != nullptr ? ncclGetLastError(handle) : nullptr;
+        const std::string detail = last != nullptr ? last : "";
+        c.abort();
+        throw NcclError(rc, NcclError::Cause::call_failed, "ncclCommInitRankConfig", short_file(__FILE__),
+                        __LINE__, ft::world_rank(), detail);
+    }
+    c.wait_settled("ncclCommInitRankConfig", {}, __FILE__, __LINE__);
+    return c;
+}
+
+NcclComm::NcclComm(NcclComm&& other) noexcept
+    : comm_(std::exchange(other.comm_, nullptr)),
+      rank_(std::exchange(other.rank_, -1)),
+      size_(std::exchange(other.size_, 0)),
+      device_(std::exchange(other.device_, -1)),
+      name_(std::move(other.name_)),
+      nccl_name_(std::move(other.nccl_name_)),
+      options_(other.options_),
+      tag_(std::exchange(other.tag_, 0)),
+      done_(std::move(other.done_)) {}
+
+NcclComm& NcclComm::operator=(NcclComm&& other) noexcept {
+    if (this != &other) {
+        abort();
+        comm_ = std::exchange(other.comm_, nullptr);
+        rank_ = std::exchange(other.rank_, -1);
+        size_ = std::exchange(other.size_, 0);
+        device_ = std::exchange(other.device_, -1);
+        name_ = std::move(other.name_);
+        nccl_name_ = std::move(other.nccl_name_);
+        options_ = other.options_;
+        tag_ = std::exchange(other.tag_, 0);
+        done_ = std::move(other.done_);
+    }
+    return *this;
+}
+
+NcclComm::~NcclComm() { abort(); }
+
+// ---- polling --------------------------------------------------------------------------------
+
+AbortPoller NcclComm::make_poller() const {
+    std::optional<AbortPoller::Clock::time_point> deadline;
+    if (options_.timeout.count() > 0) deadline = AbortPoller::Clock::now() + options_.timeout;
+    ncclComm_t comm = comm_;
+    return AbortPoller(
+        [comm] {
+            ncclResult_t status = ncclSuccess;
+            const ncclResult_t rc = ncclCommGetAsyncError(comm, &status);
+            return rc == ncclSuccess ? status : rc;
+        },
+        options_.abort_flag, deadline);
+}
+
+void NcclComm::wait_settled(const char* what, const std::function<bool()>& op_complete,
+                            const char* file, int line) {
+    AbortPoller poller = make_poller();
+    Verdict verdict = Verdict::pending;
+    try {
+        verdict = poll_until_settled(poller, op_complete);
+    } catch (...) {
+        abort();  // a CUDA error while waiting: the communicator's state is unknown
+        throw;
+    }
+    if (verdict == Verdict::complete) return;
+    std::string detail = "communicator '" + name_ + "', rank " + std::to_string(rank_) + " of " +
+                         std::to_string(size_);
+    if (verdict == Verdict::comm_error) {
+        const char* last = ncclGetLastError(comm_);
+        if (last != nullptr && *last != '\0') detail += ": " + std::string(last);
+    } else if (verdict == Verdict::deadline) {
+        detail += ": no completion within " + std::to_string(options_.timeout.count()) + " ms";
+    }
+    abort();
+    throw NcclError(poller.last_status(), cause_of(verdict), what, short_file(file), line,
+                    ft::world_rank(), detail);
+}
+
+void NcclComm::run_collective(const char* what, const std::function<ncclResult_t()>& enqueue,
+                              cudaStream_t stream, const char* file, int line) {
+    if (!valid())
+        throw NcclError(ncclInvalidUsage, NcclError::Cause::call_failed, what, short_file(file), line,
+                        ft::world_rank(),
+                        "communicator '" + name_ + "' was aborted or never made: rebuild it");
+    DeviceGuard guard(device_);
+    const ncclResult_t rc = enqueue();
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+        const char* last = ncclGetLastError(comm_);
+        const std::string detail = last != nullptr ? last : "";
+        abort();  // other ranks may have enqueued theirs: this communicator cannot be trusted
+        throw NcclError(rc, NcclError::Cause::call_failed, what, short_file(file), line,
+                        ft::world_rank(), detail);
+    }
+    // Non-blocking communicator: the call may return before the operation is enqueued
+    // (ncclInProgress); nothing else may be put on the stream until it is.
+    if (rc == ncclInProgress) wait_settled(what, {}, file, line);
+    try {
+        done_.record(stream);
+    } catch (...) {
+        abort();
+        throw;
+    }
+    wait_settled(what, [this] { return done_.query(); }, file, line);
+}
+
+// ---- collectives ----------------------------------------------------------------------------
+
+void NcclComm::allreduce_sum(float* data, std::size_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    run_collective(
+        "ncclAllReduce(sum)",
+        [&] { return ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, stream); }, stream,
+        __FILE__, __LINE__);
+}
+
+void NcclComm::allgather(const float* send, float* recv, std::size_t count, cudaStream_t stream) {
+    if (count == 0) return;
+    run_collective(
+        "ncclAllGather", [&] { return ncclAllGather(send, recv, count, ncclFloat32, comm_, stream); },
+        stream, __FILE__, __LINE__);
+}
+
+// ---- lifetime -------------------------------------------------------------------------------
+
+void NcclComm::abort() noexcept {
+    if (comm_ == nullptr) return;
+    (void)ncclCommAbort(comm_);  // blocking but bounded, also for non-blocking communicators
+    comm_ = nullptr;
+}
+
+void NcclComm::finalize() {
+    if (comm_ == nullptr) return;
+    DeviceGuard guard(device_);
+    const ncclResult_t rc = ncclCommFinalize(comm_);
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+        const char* last = ncclGetLastError(comm_);
+        const std::string detail = last != nullptr ? last : "";
+        abort();
+        throw NcclError(rc, NcclError::Cause::call_failed, "ncclCommFinalize", short_file(__FILE__),
+                        __LINE__, ft::world_rank(), detail);
+    }
+    wait_settled("ncclCommFinalize", {}, __FILE__, __LINE__);
+    (void)ncclCommDestroy(comm_);  // quiescent now: frees local resources without blocking
+    comm_ = nullptr;
+}
+
+void NcclComm::rebuild(MPI_Comm mpi, const std::string& name) {
+    abort();
+    *this = create(mpi, name, options_);
+}
+
+// ---- provenance -----------------------------------------------------------------------------
+
+void NcclComm::tag(MPI_Comm mpi) {
+    tag_ = next_tag.fetch_add(1);
+    ft::check(MPI_Comm_set_attr(mpi, tag_keyval(), reinterpret_cast<void*>(tag_)), "MPI_Comm_set_attr",
+              mpi, name_);
+}
+
+bool NcclComm::built_from(MPI_Comm mpi) const {
+    if (!valid() || tag_ == 0 || mpi == MPI_COMM_NULL) return false;
+    void* value = nullptr;
+    int found = 0;
+    if (MPI_Comm_get_attr(mpi, tag_keyval(), &value, &found) != MPI_SUCCESS) return false;
+    return found != 0 && reinterpret_cast<std::uintptr_t>(value) == tag_;
+}
+
+}  // namespace flashrec::gpu

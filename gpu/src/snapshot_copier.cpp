@@ -1,0 +1,207 @@
+#include "flashrec/gpu/snapshot_copier.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "flashrec/gpu/cuda_check.hpp"
+#include "flashrec/gpu/device.hpp"
+
+namespace flashrec::gpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Polls `event` until it completes; `cancelled` ends the wait with CopyCancelled. A short
+// spin first (a chunk of a few MiB lands in well under a millisecond on PCIe 4+), then sleeps.
+void poll_event(const Event& event, const std::atomic<bool>& cancelled) {
+    for (int spin = 0; !event.query(); ++spin) {
+        if (cancelled.load(std::memory_order_acquire))
+            throw ft::CopyCancelled("snapshot copy cancelled while waiting for the GPU");
+        if (spin < 64)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+}
+
+}  // namespace
+
+DeviceSnapshotCopier::DeviceSnapshotCopier(std::vector<ft::LiveRegion> regions, Options options)
+    : RegionCopier(std::move(regions)), pin_destinations_(options.pin_destinations) {
+    device_ = options.device >= 0 ? options.device : current_device();
+    DeviceGuard guard(device_);
+    on_device_.reserve(regions_.size());
+    for (std::size_t r = 0; r < regions_.size(); ++r) {
+        const ft::LiveRegion& region = regions_[r];
+        if (region.data == nullptr || region.bytes == 0) {
+            on_device_.push_back(false);
+            continue;
+        }
+        const MemoryKind kind = memory_kind(region.data);
+        const bool device_memory = kind == MemoryKind::device || kind == MemoryKind::managed;
+        if (kind == MemoryKind::device && pointer_device(region.data) != device_)
+            throw Error("DeviceSnapshotCopier: region " + std::to_string(r) + " is on device " +
+                        std::to_string(pointer_device(region.data)) + ", the copier uses device " +
+                        std::to_string(device_));
+        on_device_.push_back(device_memory);
+    }
+    stream_ = Stream::create(options.stream_priority);
+    ready_ = Event::create();
+}
+
+DeviceSnapshotCopier::~DeviceSnapshotCopier() {
+    if (!stream_) return;
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    for (;;) {
+        const cudaError_t rc = cudaStreamQuery(stream_.get());
+        if (rc != cudaErrorNotReady) break;  // done, or failed: nothing more will land
+        if (Clock::now() > give_up) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    (void)cudaGetLastError();
+}
+
+void DeviceSnapshotCopier::mark_state_ready(cudaStream_t compute) {
+    DeviceGuard guard(device_);
+    ready_.record(compute);
+    ready_marked_ = true;
+}
+
+void DeviceSnapshotCopier::state_ready(void* producer_stream) {
+    mark_state_ready(static_cast<cudaStream_t>(producer_stream));
+}
+
+void DeviceSnapshotCopier::start(std::span<const ft::SaveChunk> chunks) {
+    for (const ft::SaveChunk& c : chunks) check_chunk(c.region, c.offset, c.bytes, c.dst);
+    DeviceGuard guard(device_);
+    chunk_event_.assign(chunks.size(), -1);
+    last_event_ = -1;
+    pageable_chunks_ = 0;
+    if (ready_marked_) ready_.make_wait(stream_.get());
+
+    // Pin the pageable destinations (in practice: each staging slot, on its first snapshot).
+    std::vector<bool> pageable(chunks.size(), false);
+    std::vector<HostRange> to_pin;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+        const ft::SaveChunk& c = chunks[i];
+        if (!on_device_[c.region] || c.bytes == 0) continue;
+        pageable[i] = memory_kind(c.dst) == MemoryKind::pageable;
+        if (pageable[i]) to_pin.push_back(range_of(c.dst, c.bytes));
+    }
+    if (pin_destinations_ && !to_pin.empty()) {
+        try {
+            pinned_.pin(to_pin);
+            std::fill(pageable.begin(), pageable.end(), false);
+        } catch (const CudaError& e) {
+            pin_destinations_ = false;  // go on unpinned; do not retry every step
+            pin_error_ = e.what();
+        }
+    }
+
+    std::size_t used = 0;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+        const ft::SaveChunk& c = chunks[i];
+        if (!on_device_[c.region] || c.bytes == 0) continue;
+        if (pageable[i]) ++pageable_chunks_;
+        const auto* src = static_cast<const std::byte*>(regions_[c.region].data) + c.offset;
+        FLASHREC_CUDA_CHECK(
+            cudaMemcpyAsync(c.dst, src, c.bytes, cudaMemcpyDefault, stream_.get()));
+        if (used == events_.size()) events_.push_back(Event::create());
+        events_[used].record(stream_.get());
+        chunk_event_[i] = static_cast<std::ptrdiff_t>(used);
+        last_event_ = static_cast<std::ptrdiff_t>(used);
+        ++used;
+    }
+    // Host regions while the DMA runs.
+    for (const ft::SaveChunk& c : chunks)
+        if (!on_device_[c.region] && c.bytes > 0)
+            std::memcpy(c.dst, static_cast<const std::byte*>(regions_[c.region].data) + c.offset,
+                        c.bytes);
+}
+
+void DeviceSnapshotCopier::start(std::span<const std::span<std::byte>> destinations) {
+    std::vector<ft::SaveChunk> chunks;
+    if (destinations.size() != regions_.size())
+        throw Error("DeviceSnapshotCopier::start: " + std::to_string(destinations.size()) +
+                    " destinations for " + std::to_string(regions_.size()) + " regions");
+    for (std::size_t r = 0; r < destinations.size(); ++r) {
+        if (destinations[r].size() != regions_[r].bytes)
+            throw Error("DeviceSnapshotCopier::start: destination of region " + std::to_string(r) +
+                        " has " + std::to_string(destinations[r].size()) + " bytes, the region " +
+                        std::to_string(regions_[r].bytes));
+        chunks.push_back({r, 0, regions_[r].bytes, destinations[r].data()});
+    }
+    start(chunks);
+}
+
+const Event& DeviceSnapshotCopier::event_of(std::size_t chunk) const {
+    if (chunk >= chunk_event_.size())
+        throw Error("DeviceSnapshotCopier: chunk " + std::to_string(chunk) + " of " +
+                    std::to_string(chunk_event_.size()) + " in the last start()");
+    return events_[static_cast<std::size_t>(chunk_event_[chunk])];
+}
+
+bool DeviceSnapshotCopier::ready() const {
+    if (last_event_ < 0) return true;
+    DeviceGuard guard(device_);
+    return events_[static_cast<std::size_t>(last_event_)].query();
+}
+
+bool DeviceSnapshotCopier::chunk_ready(std::size_t chunk) const {
+    if (chunk < chunk_event_.size() && chunk_event_[chunk] < 0) return true;  // host chunk
+    DeviceGuard guard(device_);
+    return event_of(chunk).query();
+}
+
+void DeviceSnapshotCopier::wait(const std::atomic<bool>* cancelled) const {
+    if (last_event_ < 0) return;
+    DeviceGuard guard(device_);
+    const Event& last = events_[static_cast<std::size_t>(last_event_)];
+    if (cancelled == nullptr)
+        last.synchronize();
+    else
+        poll_event(last, *cancelled);
+}
+
+void DeviceSnapshotCopier::wait_chunk(std::size_t chunk, const std::atomic<bool>* cancelled) const {
+    if (chunk < chunk_event_.size() && chunk_event_[chunk] < 0) return;  // host chunk
+    DeviceGuard guard(device_);
+    const Event& event = event_of(chunk);
+    if (cancelled == nullptr)
+        event.synchronize();
+    else
+        poll_event(event, *cancelled);
+}
+
+void DeviceSnapshotCopier::save(std::span<const ft::SaveChunk> chunks,
+                                const std::function<void(std::size_t)>& landed,
+                                const std::atomic<bool>* cancelled) {
+    if (cancelled != nullptr && cancelled->load(std::memory_order_acquire))
+        throw ft::CopyCancelled("snapshot copy cancelled");
+    DeviceGuard guard(device_);  // the background thread's current device
+    start(chunks);
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+        wait_chunk(i, cancelled);
+        if (landed) landed(i);
+    }
+}
+
+void DeviceSnapshotCopier::restore(std::span<const ft::RestoreChunk> chunks) {
+    for (const ft::RestoreChunk& c : chunks) check_chunk(c.region, c.offset, c.bytes, c.src);
+    DeviceGuard guard(device_);
+    for (const ft::RestoreChunk& c : chunks) {
+        if (c.bytes == 0) continue;
+        auto* dst = static_cast<std::byte*>(regions_[c.region].data) + c.offset;
+        if (on_device_[c.region])
+            FLASHREC_CUDA_CHECK(cudaMemcpyAsync(dst, c.src, c.bytes, cudaMemcpyDefault, stream_.get()));
+        else
+            std::memcpy(dst, c.src, c.bytes);
+    }
+    stream_.synchronize();
+}
+
+}  // namespace flashrec::gpu

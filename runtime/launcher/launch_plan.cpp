@@ -1,0 +1,321 @@
+#include "launch_plan.hpp"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <ostream>
+#include <poll.h>
+#include <signal.h>
+#include <sstream>
+#include <thread>
+
+#include "flashrec/errors.hpp"
+#include "flashrec/runtime/topology.hpp"
+#include "processes.hpp"
+
+#ifndef FLASHREC_DEFAULT_MPIRUN
+#define FLASHREC_DEFAULT_MPIRUN "fr-mpirun"
+#endif
+
+extern char** environ;
+
+namespace flashrec::launcher {
+
+namespace fs = std::filesystem;
+
+std::string local_hostname() {
+    std::array<char, 256> buffer{};
+    if (::gethostname(buffer.data(), buffer.size() - 1) != 0) return "localhost";
+    return buffer.data();
+}
+
+std::string Layout::node_of_role(const std::string& role) const {
+    for (const auto& p : processes)
+        if (p.role == role) return p.node;
+    return {};
+}
+
+int Layout::ranks_on_node(const std::string& node) const {
+    int n = 0;
+    for (const auto& p : processes) n += !p.spare && p.node == node;
+    return n;
+}
+
+Layout make_layout(const config::Config& cfg, const std::string& local_host) {
+    const auto& job = cfg.job;
+    const topology::Shape shape{job.dp, job.tp, job.pp};
+    Layout layout;
+    layout.virtual_nodes = job.nodes > 1;
+    auto node_name = [&](int k) { return layout.virtual_nodes ? "node" + std::to_string(k) : local_host; };
+    std::vector<int> node_of_process;
+    for (int r = 0; r < shape.size(); ++r) node_of_process.push_back(std::min(r / job.ranks_per_node, job.nodes));
+    const auto roles = topology::assign_roles(shape, node_of_process, topology::parse_placement(job.placement));
+    for (int k = 0; k < job.nodes; ++k) layout.nodes.push_back(node_name(k));
+    for (int r = 0; r < shape.size(); ++r) layout.active_roles.push_back(topology::role_key(topology::coord_of(shape, r)));
+    for (int r = 0; r < shape.size(); ++r)
+        layout.processes.push_back({r, node_name(node_of_process[static_cast<std::size_t>(r)]),
+                                    topology::role_key(topology::coord_of(shape, roles[static_cast<std::size_t>(r)])),
+                                    false, -1});
+    if (job.hot_spares > 0) layout.spare_node = node_name(job.nodes);
+    for (int i = 0; i < job.hot_spares; ++i)
+        layout.processes.push_back({shape.size() + i, layout.spare_node, "spare:" + std::to_string(i), true, i});
+    const int first_reserve = job.nodes + (job.hot_spares > 0 ? 1 : 0);
+    for (int i = 0; i < job.spare_nodes; ++i)
+        layout.reserve_nodes.push_back(layout.virtual_nodes ? "node" + std::to_string(first_reserve + i)
+                                                            : "spare-node" + std::to_string(i));
+    return layout;
+}
+
+namespace {
+
+// The line of `section.key` in the YAML file, for messages; 0 if it cannot be found.
+int line_of(const std::string& path, const std::string& section, const std::string& key) {
+    try {
+        const YAML::Node root = YAML::LoadFile(path);
+        const YAML::Node s = root[section];
+        if (!s) return 0;
+        if (key.empty()) return s.Mark().line + 1;
+        const YAML::Node k = s[key];
+        return k ? k.Mark().line + 1 : s.Mark().line + 1;
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+bool executable_file(const fs::path& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
+
+fs::path resolve_program(const config::Config& cfg, const fs::path& config_path) {
+    const std::string& program = cfg.launch.program;
+    if (program.empty())
+        throw ConfigError(cfg.path, line_of(cfg.path, "launch", ""), "launch.program",
+                          "must be set for flashrec-launch (the trainer binary, relative to " +
+                              config_path.parent_path().string() + ")");
+    const fs::path given(program);
+    const fs::path candidate = given.is_absolute() ? given : config_path.parent_path() / given;
+    if (executable_file(candidate)) return fs::weakly_canonical(candidate);
+    // A bare name that is not next to train.yaml: look in PATH, as a shell would.
+    if (program.find('/') == std::string::npos)
+        if (const char* path = std::getenv("PATH")) {
+            std::stringstream dirs(path);
+            std::string dir;
+            while (std::getline(dirs, dir, ':'))
+                if (!dir.empty() && executable_file(fs::path(dir) / program))
+                    return fs::weakly_canonical(fs::path(dir) / program);
+        }
+    std::error_code ec;
+    const char* why = !fs::exists(candidate, ec) ? "does not exist"
+                      : fs::is_directory(candidate, ec) ? "is a directory"
+                                                        : "is not executable";
+    throw ConfigError(cfg.path, line_of(cfg.path, "launch", "program"), "launch.program",
+                      "'" + program + "' " + why + ": " + candidate.string() +
+                          (program.find('/') == std::string::npos ? " (nor found in PATH)" : ""));
+}
+
+std::string read_all(int fd, std::chrono::milliseconds limit) {
+    std::string out;
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+        char buf[4096];
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+        else if (n == 0 || (errno != EAGAIN && errno != EINTR)) break;
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> Plan::command(const LaunchKind& kind) const {
+    std::vector<std::string> argv{wrapper, "-n", std::to_string(process_count())};
+    // Locally the ranks inherit mpirun's environment anyway; -x also carries it to other nodes.
+    for (const char* var : {"FLASHREC_CONTROL", "FLASHREC_TOKEN", "FLASHREC_LAUNCH_ID"})
+        argv.insert(argv.end(), {"-x", var});
+    if (kind.relaunch) argv.insert(argv.end(), {"-x", "FLASHREC_RELAUNCH"});
+    argv.insert(argv.end(), cfg.launch.mpirun_args.begin(), cfg.launch.mpirun_args.end());
+    argv.push_back(program.string());
+    argv.insert(argv.end(), cfg.launch.args.begin(), cfg.launch.args.end());
+    argv.insert(argv.end(), {"--config", config_path.string()});
+    for (const auto& f : kind.faults) argv.insert(argv.end(), {"--fault", f});
+    if (kind.resume) argv.push_back("--resume");
+    return argv;
+}
+
+std::string mpirun_wrapper() {
+    if (const char* env = std::getenv("FLASHREC_MPIRUN"); env && *env) return env;
+    return FLASHREC_DEFAULT_MPIRUN;
+}
+
+Plan make_plan(const PlanRequest& request) {
+    Plan plan;
+    plan.cfg = config::load(request.config_path);
+    std::error_code ec;
+    plan.config_path = fs::absolute(request.config_path, ec);
+    if (ec) plan.config_path = request.config_path;
+    plan.config_path = plan.config_path.lexically_normal();
+    for (const auto& spec : request.faults) {
+        const std::string where = "--fault '" + spec + "'";
+        const config::Fault fault = config::parse_fault(spec, where);
+        config::validate_fault(fault, plan.cfg.job, where);
+        plan.faults.push_back(spec);
+    }
+    plan.program = resolve_program(plan.cfg, plan.config_path);
+    plan.wrapper = mpirun_wrapper();
+    std::string events = request.events;
+    if (events.empty()) events = plan.cfg.logging.events;
+    if (events.empty()) events = plan.cfg.job.name + ".events.jsonl";
+    plan.events_path = fs::absolute(events, ec).lexically_normal();
+    plan.local_host = local_hostname();
+    plan.layout = make_layout(plan.cfg, plan.local_host);
+    return plan;
+}
+
+std::optional<std::vector<std::string>> wrapper_flags(const std::string& wrapper, std::string& why) {
+    char dir_template[] = "/tmp/flashrec-probe.XXXXXX";
+    const char* dir = ::mkdtemp(dir_template);
+    if (!dir) {
+        why = std::string("mkdtemp: ") + std::strerror(errno);
+        return std::nullopt;
+    }
+    const fs::path root(dir);
+    const fs::path fake = root / "bin" / "mpirun";
+    std::error_code ec;
+    fs::create_directories(fake.parent_path(), ec);
+    {
+        std::ofstream script(fake);
+        script << "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n";
+    }
+    ::chmod(fake.c_str(), 0755);
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e)
+        if (std::strncmp(*e, "FLASHREC_MPI_PREFIX=", 20) != 0) env.emplace_back(*e);
+    env.push_back("FLASHREC_MPI_PREFIX=" + root.string());
+    static constexpr const char* kEnd = "--flashrec-probe-end";
+    std::optional<std::vector<std::string>> flags;
+    try {
+        const Child child = spawn_child({wrapper, kEnd}, env);
+        const std::string out = read_all(child.out_fd, std::chrono::seconds(5));
+        ::close(child.out_fd);
+        ::close(child.err_fd);
+        int status = 0;
+        for (int i = 0; i < 500 && ::waitpid(child.pid, &status, WNOHANG) == 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (::waitpid(child.pid, &status, WNOHANG) == 0) {
+            ::kill(-child.pid, SIGKILL);
+            ::waitpid(child.pid, &status, 0);
+        }
+        std::vector<std::string> words;
+        std::stringstream lines(out);
+        std::string line;
+        while (std::getline(lines, line)) words.push_back(line);
+        if (!words.empty() && words.back() == kEnd) {
+            words.pop_back();
+            flags = std::move(words);
+        } else {
+            why = wrapper + " did not run the stand-in mpirun (" + describe_status(status) + ")";
+        }
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    fs::remove_all(root, ec);
+    return flags;
+}
+
+std::string shell_quote(const std::string& word) {
+    if (word.empty()) return "''";
+    bool plain = true;
+    for (char c : word)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("@%+=:,./_-^", c))) plain = false;
+    if (plain) return word;
+    std::string out = "'";
+    for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+    std::string out;
+    for (const auto& a : argv) out += (out.empty() ? "" : " ") + shell_quote(a);
+    return out;
+}
+
+void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
+    const auto& cfg = plan.cfg;
+    const auto& job = cfg.job;
+    const auto& layout = plan.layout;
+    out << "flashrec-launch: dry run of " << plan.config_path.string() << " (nothing is started)\n\n";
+    out << "job          " << job.name << ": " << job.steps << " steps, seed " << job.seed << "\n";
+    out << "shape        dp " << job.dp << " x tp " << job.tp << " x pp " << job.pp << " = "
+        << job.world_size() << " active rank" << (job.world_size() == 1 ? "" : "s") << ", placement "
+        << job.placement << "\n";
+    out << "nodes        " << job.nodes << " x " << job.ranks_per_node << " rank"
+        << (job.ranks_per_node == 1 ? "" : "s")
+        << (layout.virtual_nodes ? " (virtual nodes on this machine, " + plan.local_host + ")"
+                                 : " (this machine, " + plan.local_host + ")")
+        << "\n";
+    out << "hot spares   " << job.hot_spares << "\n";
+    out << "spare nodes  " << job.spare_nodes << "\n";
+    out << "processes    " << plan.process_count() << " (mpirun -n " << plan.process_count() << ")\n\n";
+    out << "layout\n  rank  node          role\n";
+    char row[256];
+    for (const auto& p : layout.processes) {
+        std::snprintf(row, sizeof row, "  %-5d %-13s %s%s\n", p.rank, p.node.c_str(), p.role.c_str(),
+                      p.spare ? "  (hot spare)" : "");
+        out << row;
+    }
+    for (const auto& n : layout.reserve_nodes) {
+        std::snprintf(row, sizeof row, "  %-5s %-13s %s\n", "-", n.c_str(), "(spare node: reserved, empty)");
+        out << row;
+    }
+    LaunchKind kind;
+    kind.resume = resume;
+    kind.faults = plan.faults;
+    out << "\ncommand\n  " << shell_join(plan.command(kind)) << "\n";
+    LaunchKind again = kind;
+    again.relaunch = true;
+    again.resume = false;
+    out << "warm relaunch (tier 2) runs\n  FLASHREC_RELAUNCH=1 " << shell_join(plan.command(again)) << "\n";
+    std::string why;
+    const auto flags = wrapper_flags(plan.wrapper, why);
+    out << "mpirun flags (" << plan.wrapper << " adds them)\n  "
+        << (flags ? shell_join(*flags) : "(could not be read: " + why + ")") << "\n";
+    out << "environment of the ranks\n"
+        << "  FLASHREC_CONTROL=" << cfg.detection.bind << ":"
+        << (cfg.detection.port ? std::to_string(cfg.detection.port) : "<port chosen at launch>") << "\n"
+        << "  FLASHREC_TOKEN=<32 hex digits, new for every launch>\n"
+        << "  FLASHREC_LAUNCH_ID=<16 hex digits, tags the job's processes>\n\n";
+    out << "control plane  " << cfg.detection.bind << ":" << cfg.detection.port << ", heartbeat "
+        << cfg.detection.heartbeat_ms << " ms, hang timeout " << cfg.detection.hang_timeout_ms << " ms\n";
+    out << "metrics        "
+        << (cfg.detection.metrics ? "on, port " + std::to_string(cfg.detection.metrics_port) : std::string("off"))
+        << "\n";
+    out << "event log      " << plan.events_path.string() << "\n";
+    out << "recovery       in-job (tier 1) with " << job.hot_spares << " hot spare(s)"
+        << (cfg.recovery.spawn ? " then spawn" : "") << "; up to " << cfg.recovery.warm_relaunches
+        << " warm relaunch(es) (tier 2); HDF5 fallback (tier 3): "
+        << (cfg.checkpoint.dir.empty() ? std::string("none (checkpoint.dir not set)")
+                                       : cfg.checkpoint.dir + ", every " + std::to_string(cfg.checkpoint.every_steps) +
+                                             " steps")
+        << "\n";
+    if (!plan.faults.empty() || !cfg.faults.empty()) {
+        out << "faults        ";
+        for (const auto& f : cfg.faults) out << " " << f.text;
+        for (const auto& f : plan.faults) out << " " << f;
+        out << "\n";
+    }
+}
+
+}  // namespace flashrec::launcher

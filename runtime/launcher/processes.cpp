@@ -1,0 +1,240 @@
+#include "processes.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "flashrec/errors.hpp"
+
+namespace flashrec::launcher {
+
+namespace {
+
+std::vector<pid_t> all_pids() {
+    std::vector<pid_t> pids;
+    DIR* dir = ::opendir("/proc");
+    if (!dir) return pids;
+    while (const dirent* entry = ::readdir(dir)) {
+        const char* name = entry->d_name;
+        if (*name < '1' || *name > '9') continue;
+        char* end = nullptr;
+        const long value = std::strtol(name, &end, 10);
+        if (*end == '\0' && value > 0) pids.push_back(static_cast<pid_t>(value));
+    }
+    ::closedir(dir);
+    return pids;
+}
+
+class Spawn {
+public:
+    Spawn() {
+        if (posix_spawn_file_actions_init(&actions_) != 0) throw Error("posix_spawn_file_actions_init failed");
+        if (posix_spawnattr_init(&attr_) != 0) {
+            posix_spawn_file_actions_destroy(&actions_);
+            throw Error("posix_spawnattr_init failed");
+        }
+    }
+    ~Spawn() {
+        posix_spawnattr_destroy(&attr_);
+        posix_spawn_file_actions_destroy(&actions_);
+    }
+    Spawn(const Spawn&) = delete;
+    Spawn& operator=(const Spawn&) = delete;
+    posix_spawn_file_actions_t actions_;
+    posix_spawnattr_t attr_;
+};
+
+void close_fd(int& fd) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+}
+
+}  // namespace
+
+Child spawn_child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    if (argv.empty()) throw Error("spawn: empty command");
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+        const int e = errno;
+        close_fd(out[0]), close_fd(out[1]), close_fd(err[0]), close_fd(err[1]);
+        throw Error(std::string("spawn: pipe: ") + std::strerror(e));
+    }
+    std::vector<char*> args, envp;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+
+    Spawn s;
+    posix_spawn_file_actions_addopen(&s.actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&s.actions_, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&s.actions_, err[1], STDERR_FILENO);
+    sigset_t empty, defaults;
+    sigemptyset(&empty);
+    sigemptyset(&defaults);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2})
+        sigaddset(&defaults, sig);
+    posix_spawnattr_setflags(&s.attr_, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&s.attr_, 0);
+    posix_spawnattr_setsigmask(&s.attr_, &empty);
+    posix_spawnattr_setsigdefault(&s.attr_, &defaults);
+
+    pid_t pid = -1;
+    const int rc = ::posix_spawnp(&pid, args[0], &s.actions_, &s.attr_, args.data(), envp.data());
+    close_fd(out[1]);
+    close_fd(err[1]);
+    if (rc != 0) {
+        close_fd(out[0]);
+        close_fd(err[0]);
+        throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
+    }
+    for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return Child{pid, out[0], err[0]};
+}
+
+bool become_subreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0; }
+
+bool read_stat(pid_t pid, pid_t& ppid, char& state) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    if (!in) return false;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+    const auto close = text.rfind(')');
+    if (close == std::string::npos || close + 4 >= text.size()) return false;
+    state = text[close + 2];
+    ppid = static_cast<pid_t>(std::strtol(text.c_str() + close + 4, nullptr, 10));
+    return true;
+}
+
+std::vector<pid_t> descendants_of(pid_t root) {
+    std::unordered_multimap<pid_t, pid_t> children;
+    for (pid_t pid : all_pids()) {
+        pid_t ppid = 0;
+        char state = 0;
+        if (read_stat(pid, ppid, state)) children.emplace(ppid, pid);
+    }
+    std::vector<pid_t> out;
+    std::vector<pid_t> todo{root};
+    std::set<pid_t> seen{root};
+    while (!todo.empty()) {
+        const pid_t p = todo.back();
+        todo.pop_back();
+        const auto [first, last] = children.equal_range(p);
+        for (auto it = first; it != last; ++it)
+            if (seen.insert(it->second).second) {
+                out.push_back(it->second);
+                todo.push_back(it->second);
+            }
+    }
+    return out;
+}
+
+bool is_descendant(pid_t pid, pid_t ancestor) {
+    for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+        pid_t ppid = 0;
+        char state = 0;
+        if (!read_stat(pid, ppid, state)) return false;
+        if (ppid == ancestor) return true;
+        pid = ppid;
+    }
+    return false;
+}
+
+std::vector<pid_t> processes_with_env(std::string_view key, std::string_view value) {
+    std::string wanted(key);
+    wanted += '=';
+    wanted += value;
+    std::vector<pid_t> out;
+    const pid_t self = ::getpid();
+    for (pid_t pid : all_pids()) {
+        if (pid == self) continue;
+        std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+        if (!in) continue;
+        std::string entry;
+        while (std::getline(in, entry, '\0'))
+            if (entry == wanted) {
+                out.push_back(pid);
+                break;
+            }
+    }
+    return out;
+}
+
+std::string describe_status(int status) {
+    if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) {
+        const int sig = WTERMSIG(status);
+        const char* name = ::strsignal(sig);
+        return "signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : std::string());
+    }
+    return "status " + std::to_string(status);
+}
+
+void reap_children(const std::function<void(pid_t, int)>& reaped) {
+    for (;;) {
+        int status = 0;
+        const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) return;
+        if (reaped) reaped(pid, status);
+    }
+}
+
+Teardown kill_everything(pid_t pgid, std::string_view tag_key, std::string_view tag_value,
+                         std::chrono::milliseconds limit, const std::function<void(pid_t, int)>& reaped) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    Teardown result;
+    std::set<pid_t> signalled;
+    if (pgid > 0 && ::kill(-pgid, SIGKILL) == 0) ++result.signalled;
+    const pid_t self = ::getpid();
+    for (int round = 0;; ++round) {
+        reap_children(reaped);
+        std::set<pid_t> candidates;
+        for (pid_t p : descendants_of(self)) candidates.insert(p);
+        auto live_of = [](const std::set<pid_t>& pids) {
+            std::vector<pid_t> out;
+            for (pid_t p : pids) {
+                pid_t ppid = 0;
+                char state = 0;
+                if (read_stat(p, ppid, state) && state != 'Z' && state != 'X') out.push_back(p);
+            }
+            return out;
+        };
+        std::vector<pid_t> live = live_of(candidates);
+        // The environment scan reads every process's environ: only every 10th round, and
+        // whenever the descendants are all gone (the last word before declaring success).
+        if (!tag_value.empty() && (round % 10 == 0 || live.empty())) {
+            for (pid_t p : processes_with_env(tag_key, tag_value)) candidates.insert(p);
+            live = live_of(candidates);
+        }
+        if (live.empty()) {
+            reap_children(reaped);
+            result.complete = true;
+            break;
+        }
+        for (pid_t p : live) {
+            if (::kill(p, SIGKILL) == 0 && signalled.insert(p).second) ++result.signalled;
+        }
+        if (Clock::now() - start > limit) {
+            result.left = live;
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    result.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    return result;
+}
+
+}  // namespace flashrec::launcher

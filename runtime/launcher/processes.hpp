@@ -1,0 +1,59 @@
+// Process plumbing for flashrec-launch: start mpirun in its own process group with its output on
+// pipes, find every process of the job (PRRTE puts each rank in a process group of its own, and
+// ranks outlive a killed mpirun), and make sure they are all gone. Linux only (/proc).
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flashrec::launcher {
+
+struct Child {
+    pid_t pid = -1;     // also its process group id
+    int out_fd = -1;    // its stdout (read end, non-blocking)
+    int err_fd = -1;    // its stderr (read end, non-blocking)
+};
+
+// Starts argv[0] (searched in PATH if it has no '/') with exactly `env` as its environment, in a
+// new process group, stdin from /dev/null, default signal dispositions and an empty signal mask.
+// Throws flashrec::Error if it cannot be started.
+Child spawn_child(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+
+// PR_SET_CHILD_SUBREAPER: orphans of the job (ranks whose mpirun died) become this process's
+// children, so they can still be found, killed and reaped. false if the kernel refused.
+bool become_subreaper();
+
+// Every live process whose parent chain leads to `root` (not `root` itself), from /proc.
+std::vector<pid_t> descendants_of(pid_t root);
+// Whether `ancestor` is on `pid`'s parent chain.
+bool is_descendant(pid_t pid, pid_t ancestor);
+// Processes (other than this one) whose environment holds exactly `key=value`.
+std::vector<pid_t> processes_with_env(std::string_view key, std::string_view value);
+// Parent pid and state letter of `pid` from /proc/<pid>/stat; false if it is gone.
+bool read_stat(pid_t pid, pid_t& ppid, char& state);
+
+// "exit code 75", "signal 9 (Killed)".
+std::string describe_status(int wait_status);
+
+struct Teardown {
+    int signalled = 0;          // processes sent SIGKILL
+    bool complete = false;      // nothing of the job is left
+    std::vector<pid_t> left;    // what was still there when the time limit ran out
+    double ms = 0;
+};
+
+// SIGKILLs the process group `pgid` (if > 0), then every descendant of this process and every
+// process carrying `tag_key=tag_value` in its environment, again and again, until none is left
+// or `limit` has passed. Reaps this process's children on the way and reports each to `reaped`
+// (pid, wait status).
+Teardown kill_everything(pid_t pgid, std::string_view tag_key, std::string_view tag_value,
+                         std::chrono::milliseconds limit, const std::function<void(pid_t, int)>& reaped);
+
+// Reaps every exited child without blocking, reporting each to `reaped`.
+void reap_children(const std::function<void(pid_t, int)>& reaped);
+
+}  // namespace flashrec::launcher

@@ -1,0 +1,1462 @@
+#include "supervisor.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <variant>
+
+#include "classification.hpp"
+#include "flashrec/errors.hpp"
+#include "flashrec/flashrec.hpp"
+#include "flashrec/ft/control_plane.hpp"
+#include "flashrec/ft/event_log.hpp"
+#include "flashrec/ft/snapshot.hpp"
+#include "flashrec/ft/wire.hpp"
+#include "flashrec/runtime/checkpointing.hpp"
+#include "metrics.hpp"
+#include "processes.hpp"
+
+extern char** environ;
+
+namespace flashrec::launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using SysClock = std::chrono::system_clock;
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+// Defaults in code (docs/launcher.md, "Defaults").
+constexpr int kMaxColdRestarts = 2;                 // tier-3 restarts from HDF5 per launch
+constexpr auto kProgressEvery = std::chrono::seconds(1);
+constexpr auto kLostSettle = milliseconds(300);     // wait for a dying rank's last words
+constexpr auto kByeSettle = milliseconds(500);      // BYEs still in flight when mpirun exits
+constexpr auto kDrainLimit = milliseconds(1000);    // output still in the pipes after mpirun exits
+constexpr auto kTeardownLimit = milliseconds(10000);
+constexpr auto kInterruptGrace = milliseconds(5000);
+constexpr auto kRecordWait = milliseconds(2000);    // the ranks' own tier-2 record after resuming
+constexpr const char* kLaunchIdVar = "FLASHREC_LAUNCH_ID";
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+double round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+std::int64_t unix_ms(SysClock::time_point t) {
+    return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+}
+
+std::string human_ms(double ms) {
+    char buf[64];
+    if (ms < 0) return "?";
+    if (ms < 1000) std::snprintf(buf, sizeof buf, "%.1f ms", ms);
+    else if (ms < 120000) std::snprintf(buf, sizeof buf, "%.2f s", ms / 1000);
+    else std::snprintf(buf, sizeof buf, "%.1f min", ms / 60000);
+    return buf;
+}
+
+// The host name as the heartbeat client writes it in HELLO (other characters become '-').
+std::string wire_hostname(std::string name) {
+    if (name.size() > ft::wire::kMaxHostnameBytes) name.resize(ft::wire::kMaxHostnameBytes);
+    for (char& c : name)
+        if (!ft::wire::valid_hostname(std::string_view(&c, 1))) c = '-';
+    return name.empty() ? "unknown" : name;
+}
+
+bool in_step_loop(ft::wire::Phase p) {
+    using ft::wire::Phase;
+    return p == Phase::compute || p == Phase::grad_sync || p == Phase::commit_wait || p == Phase::optimizer;
+}
+
+bool is_spare_role(const std::string& role) { return role.rfind("spare:", 0) == 0; }
+
+enum class KillOutcome { killed, refused, remote, gone };
+std::string_view to_string(KillOutcome k) {
+    switch (k) {
+        case KillOutcome::killed: return "killed";
+        case KillOutcome::refused: return "refused";
+        case KillOutcome::remote: return "remote";
+        case KillOutcome::gone: return "gone";
+    }
+    return "?";
+}
+
+struct HungMsg {
+    ft::RankIncident incident;
+    KillOutcome outcome;
+    SysClock::time_point decided;
+};
+struct LostMsg {
+    ft::RankIncident incident;
+    SysClock::time_point when;
+    Clock::time_point seen;
+};
+struct EventMsg {
+    json record;
+};
+using Message = std::variant<HungMsg, LostMsg, EventMsg>;
+
+struct FaultFired {
+    std::string text;
+    std::int64_t unix_us = 0;
+};
+
+struct Incident {
+    int id = 0;
+    int attempt = 0;
+    Observation obs;
+    const Rule* rule = nullptr;
+    std::string role;
+    int pid = 0;
+    std::string node;
+    std::string detail;
+    std::int64_t step = -1;
+    double detection_latency_ms = -1;  // the controller's: since the last heartbeat / tag move
+    double since_injection_ms = -1;    // from the fault injector's timestamp, when known
+    bool hang = false;
+    bool recovered = false;
+    std::string recovered_by;  // "in-job tier 1 (hot)", "warm relaunch 1", ...
+    double recovery_ms = -1;
+};
+
+struct Attempt {
+    int index = 0;
+    std::string kind;  // initial | warm_relaunch | cold_restart
+    LaunchKind launch;
+    std::vector<std::string> argv;
+    Child child;
+    Clock::time_point start;
+    bool exited = false;
+    int status = 0;
+    Clock::time_point exit_time;
+    bool out_open = false, err_open = false;
+    std::string out_buf, err_buf;
+    bool all_registered = false;
+    Clock::time_point registered_at;
+    bool in_loop = false;
+    Clock::time_point in_loop_at;
+    bool ever_registered = false;
+    bool job_stats_seen = false;
+    bool progressed = false;  // a step completed in this attempt
+};
+
+struct PendingRestart {
+    std::string kind;  // warm_relaunch | cold_restart
+    int number = 0;
+    json reason;
+    Clock::time_point first_evidence, decided;
+    SysClock::time_point died_sys;
+    double detect_ms = 0, teardown_ms = 0, launch_ms = -1, restore_ms = -1;
+    std::int64_t steps_done_before = 0;  // steps completed before the job died
+    std::optional<std::int64_t> checkpoint_step;
+    bool resumed = false;
+    Clock::time_point resumed_at;
+    std::optional<json> rank_record;
+    bool logged = false;
+};
+
+struct MetricsState {
+    std::mutex mutex;
+    std::int64_t steps = 0;
+    double step_seconds = 0;
+    double loss = NAN;
+    std::uint64_t failures = 0;
+    std::map<int, std::uint64_t> recoveries;  // by tier
+    double last_recovery_seconds = 0;
+    int spares_left = 0;
+    int ranks_active = 0;
+    std::uint64_t warm_relaunches = 0, cold_restarts = 0;
+    std::uint64_t heartbeats = 0;
+    std::array<std::uint64_t, ft::kDropReasonCount> drops{};
+    std::int64_t steps_replayed = 0;
+    double time_lost_seconds = 0;
+};
+
+class Supervisor {
+public:
+    Supervisor(const Plan& plan, const SupervisorOptions& options) : plan_(plan), options_(options) {}
+    int run();
+
+private:
+    // setup and output
+    void setup();
+    void say(const std::string& line) const;
+    void log(std::string_view event, json fields);
+    // attempts
+    void start_attempt(const std::string& kind, LaunchKind launch);
+    void read_output(bool is_err);
+    void handle_line(const std::string& line, bool is_err);
+    void on_job_exit();
+    bool roles_finished();
+    bool any_rank_alive();
+    void teardown(const std::string& why);
+    void after_job_death(Observation obs, const std::string& detail, Clock::time_point first_evidence);
+    bool try_warm_relaunch(const json& reason, Clock::time_point first_evidence);
+    bool try_cold_restart(const json& reason, Clock::time_point first_evidence);
+    void finish(const std::string& outcome, int code, const std::string& message);
+    // control plane
+    KillOutcome kill_hung(const ft::RankIncident& incident);
+    void push(Message m);
+    void drain_queue();
+    void on_hung(const HungMsg& m);
+    void on_lost(const LostMsg& m);
+    void on_event(const json& record);
+    void on_recovery(const json& record);
+    Incident& add_incident(Incident inc);
+    // periodic
+    void tick();
+    void check_attempt_progress(const std::vector<ft::RankInfo>& ranks);
+    void finalize_restart(bool failed);
+    void print_progress(bool force);
+    void update_metrics(const std::vector<ft::RankInfo>& ranks);
+    std::string render_metrics();
+    // end
+    void summary();
+    std::vector<std::string> child_environment(const LaunchKind& launch) const;
+    std::int64_t steps_completed() const { return std::max(last_step_ + 1, tag_steps_); }
+    double median_step_ms() const;
+
+    const Plan& plan_;
+    SupervisorOptions options_;
+    const config::Config& cfg() const { return plan_.cfg; }
+
+    std::shared_ptr<ft::EventLog> log_;
+    ft::wire::Token token_{};
+    std::string launch_id_;
+    std::string run_id_;
+    std::unique_ptr<ft::Controller> controller_;
+    std::string control_endpoint_;
+    std::unique_ptr<MetricsServer> metrics_;
+    MetricsState metrics_state_;
+    std::optional<std::vector<std::string>> wrapper_flags_;
+    std::string local_host_;
+
+    int signal_fd_ = -1;
+    int wake_fd_ = -1;
+    std::mutex queue_mutex_;
+    std::deque<Message> queue_;
+    std::mutex killed_mutex_;
+    std::set<int> killed_pids_;
+
+    Attempt attempt_;
+    int attempts_ = 0;
+    int warm_relaunches_ = 0, cold_restarts_ = 0;
+    std::optional<PendingRestart> restart_;
+    std::vector<json> restarts_done_;
+    std::set<int> old_pids_;
+    bool tearing_down_ = false;
+    std::optional<Observation> forced_death_;  // job-level decision taken before mpirun exited
+    std::string forced_detail_;
+    Clock::time_point forced_first_evidence_;
+    Clock::time_point detect_end_{};  // when the launcher began tearing the dead job down
+    double last_teardown_ms_ = 0;
+    std::int64_t tag_steps_ = 0;      // steps completed by every active role, from their step tags
+
+    // What the ranks said.
+    std::map<int, FaultFired> faults_fired_;  // by pid
+    std::set<std::string> fired_texts_;
+    std::map<int, int> exit_requests_;        // pid -> 75/76/77 from "ending the job" lines
+    std::map<int, int> mpi_errors_;           // error class -> count
+    std::vector<LostMsg> pending_lost_;
+    std::map<std::string, std::vector<std::pair<std::string, Clock::time_point>>> silent_by_node_;
+
+    std::vector<Incident> incidents_;
+    std::vector<json> recoveries_;
+    std::vector<json> checkpoints_;
+    std::optional<json> job_stats_;
+    std::optional<Clock::time_point> first_failure_since_progress_;
+
+    // Progress.
+    Clock::time_point job_start_;
+    SysClock::time_point job_start_sys_;
+    std::int64_t last_step_ = -1;  // newest completed step index seen (step events)
+    double last_loss_ = NAN;
+    std::deque<std::pair<Clock::time_point, std::int64_t>> rate_window_;
+    Clock::time_point last_progress_print_{};
+    std::int64_t last_printed_step_ = -2;
+    Clock::time_point last_progress_time_{};  // any role's tag moved
+    std::map<std::string, std::int64_t> last_tags_;
+    std::string last_recovery_text_ = "none";
+    Clock::time_point last_ranks_poll_{};
+
+    // Ending.
+    bool done_ = false;
+    int exit_code_ = kExitFailed;
+    std::string outcome_;
+    std::string end_message_;
+    int interrupted_ = 0;
+    Clock::time_point interrupt_deadline_{};
+};
+
+// ------------------------------------------------------------------------------------------
+
+void Supervisor::say(const std::string& line) const {
+    std::string text = "flashrec-launch: " + line + "\n";
+    (void)!::write(STDERR_FILENO, text.data(), text.size());
+}
+
+void Supervisor::log(std::string_view event, json fields) {
+    try {
+        log_->log_event(event, fields);
+    } catch (const std::exception& e) {
+        say(std::string("event log: ") + e.what());
+    }
+}
+
+std::vector<std::string> Supervisor::child_environment(const LaunchKind& launch) const {
+    std::vector<std::string> env;
+    static constexpr std::array<std::string_view, 5> kOurs = {"FLASHREC_CONTROL=", "FLASHREC_TOKEN=",
+                                                              "FLASHREC_LAUNCH_ID=", "FLASHREC_RELAUNCH=",
+                                                              "FLASHREC_RESUME="};
+    for (char** e = environ; *e; ++e) {
+        const std::string_view entry(*e);
+        if (std::none_of(kOurs.begin(), kOurs.end(), [&](std::string_view p) { return entry.rfind(p, 0) == 0; }))
+            env.emplace_back(entry);
+    }
+    env.push_back("FLASHREC_CONTROL=" + control_endpoint_);
+    env.push_back("FLASHREC_TOKEN=" + ft::wire::token_to_hex(token_));
+    env.push_back(std::string(kLaunchIdVar) + "=" + launch_id_);
+    if (launch.relaunch) env.push_back("FLASHREC_RELAUNCH=1");
+    return env;
+}
+
+void Supervisor::setup() {
+    job_start_ = Clock::now();
+    job_start_sys_ = SysClock::now();
+    local_host_ = wire_hostname(plan_.local_host);
+    // Signals arrive through a signalfd; block them before any thread exists so that every
+    // thread inherits the mask (the child gets a clean mask from spawn_child).
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+    if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) throw Error("cannot block signals");
+    signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (signal_fd_ < 0 || wake_fd_ < 0) throw Error(std::string("signalfd/eventfd: ") + std::strerror(errno));
+    ::signal(SIGPIPE, SIG_IGN);
+    if (!become_subreaper()) say("warning: cannot become a child subreaper; orphaned ranks are found by their tag only");
+
+    token_ = ft::wire::generate_token();
+    launch_id_ = ft::wire::token_to_hex(ft::wire::generate_token()).substr(0, 16);
+    run_id_ = launch_id_.substr(0, 8);
+    std::error_code ec;
+    if (plan_.events_path.has_parent_path()) std::filesystem::create_directories(plan_.events_path.parent_path(), ec);
+    log_ = std::make_shared<ft::EventLog>(plan_.events_path);
+    std::string why;
+    wrapper_flags_ = wrapper_flags(plan_.wrapper, why);
+
+    const auto& d = cfg().detection;
+    ft::ControllerOptions co;
+    co.bind_address = d.bind;
+    co.port = static_cast<std::uint16_t>(d.port);
+    co.token = token_;
+    co.hang_timeout = milliseconds(d.hang_timeout_ms);
+    co.check_period = milliseconds(std::clamp(d.heartbeat_ms, 10, 100));
+    co.event_log = log_;
+    co.on_hung = [this](const ft::RankIncident& incident) {
+        const KillOutcome outcome = kill_hung(incident);  // at once, on the controller's thread
+        push(HungMsg{incident, outcome, SysClock::now()});
+    };
+    co.on_lost = [this](const ft::RankIncident& incident) {
+        push(LostMsg{incident, SysClock::now(), Clock::now()});
+    };
+    co.on_event = [this](const json& record) { push(EventMsg{record}); };
+    log("job_start", {{"job", cfg().job.name},
+                      {"run_id", run_id_},
+                      {"config", plan_.config_path.string()},
+                      {"program", plan_.program.string()},
+                      {"launcher_version", flashrec::version()},
+                      {"launcher_pid", ::getpid()},
+                      {"host", plan_.local_host},
+                      {"resume", options_.resume},
+                      {"faults", plan_.faults},
+                      {"steps", cfg().job.steps},
+                      {"warm_relaunches_allowed", cfg().recovery.warm_relaunches},
+                      {"checkpoint_dir", cfg().checkpoint.dir},
+                      {"hang_timeout_ms", d.hang_timeout_ms},
+                      {"heartbeat_ms", d.heartbeat_ms},
+                      {"events", plan_.events_path.string()}});
+    controller_ = std::make_unique<ft::Controller>(std::move(co));
+    control_endpoint_ = controller_->endpoint();
+    // A wildcard bind is reachable on loopback from this machine; ranks on other nodes need the
+    // host's address (the Slurm path hands that out).
+    if (control_endpoint_.rfind("0.0.0.0:", 0) == 0) control_endpoint_ = "127.0.0.1" + control_endpoint_.substr(7);
+    if (control_endpoint_.rfind("[::]:", 0) == 0) control_endpoint_ = "[::1]" + control_endpoint_.substr(4);
+
+    if (d.metrics) {
+        metrics_ = std::make_unique<MetricsServer>(options_.metrics_bind, static_cast<std::uint16_t>(d.metrics_port),
+                                                   [this] { return render_metrics(); });
+    }
+
+    json nodes = json::array();
+    for (const auto& node : plan_.layout.nodes) {
+        json ranks = json::array();
+        for (const auto& p : plan_.layout.processes)
+            if (!p.spare && p.node == node) ranks.push_back({{"rank", p.rank}, {"role", p.role}});
+        nodes.push_back({{"node", node}, {"ranks", ranks}});
+    }
+    json spares = json::array();
+    for (const auto& p : plan_.layout.processes)
+        if (p.spare) spares.push_back({{"rank", p.rank}, {"role", p.role}, {"node", p.node}});
+    const auto& job = cfg().job;
+    log("layout", {{"shape", {{"dp", job.dp}, {"tp", job.tp}, {"pp", job.pp}}},
+                   {"processes", plan_.process_count()},
+                   {"active", job.world_size()},
+                   {"placement", job.placement},
+                   {"virtual_nodes", plan_.layout.virtual_nodes},
+                   {"nodes", nodes},
+                   {"hot_spares", spares},
+                   {"spare_nodes", plan_.layout.reserve_nodes},
+                   {"control", control_endpoint_},
+                   {"metrics", metrics_ ? json(metrics_->endpoint()) : json(nullptr)}});
+    {
+        std::lock_guard lock(metrics_state_.mutex);
+        metrics_state_.spares_left = job.hot_spares;
+    }
+    say("job " + job.name + ": " + std::to_string(job.world_size()) + " rank" + (job.world_size() == 1 ? "" : "s") +
+        " (dp " + std::to_string(job.dp) + " x tp " + std::to_string(job.tp) + " x pp " + std::to_string(job.pp) +
+        ") on " + std::to_string(job.nodes) + " node" + (job.nodes == 1 ? "" : "s") + " + " +
+        std::to_string(job.hot_spares) + " hot spare" + (job.hot_spares == 1 ? "" : "s") + "; control plane " +
+        control_endpoint_ + (metrics_ ? "; metrics http://" + metrics_->endpoint() + "/metrics" : std::string()) +
+        "; event log " + plan_.events_path.string());
+}
+
+// ------------------------------------------------------------------------------------------
+// attempts
+
+void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
+    attempt_ = Attempt{};
+    attempt_.index = ++attempts_;
+    attempt_.kind = kind;
+    attempt_.launch = std::move(launch);
+    attempt_.argv = plan_.command(attempt_.launch);
+    attempt_.start = Clock::now();
+    attempt_.child = spawn_child(attempt_.argv, child_environment(attempt_.launch));
+    attempt_.out_open = attempt_.err_open = true;
+    first_failure_since_progress_.reset();
+    exit_requests_.clear();
+    last_progress_time_ = attempt_.start;
+    last_tags_.clear();
+    pending_lost_.clear();
+    rate_window_.clear();
+    tag_steps_ = 0;
+    json fields = {{"attempt", attempt_.index},
+                   {"kind", kind},
+                   {"pid", attempt_.child.pid},
+                   {"command", attempt_.argv},
+                   {"relaunch", attempt_.launch.relaunch},
+                   {"resume", attempt_.launch.resume}};
+    if (wrapper_flags_) fields["mpirun_flags"] = *wrapper_flags_;
+    log("launch", fields);
+    if (kind != "initial")
+        say("starting the MPI job again (" + kind + ", attempt " + std::to_string(attempt_.index) +
+            (attempt_.launch.relaunch ? ", FLASHREC_RELAUNCH=1" : "") + (attempt_.launch.resume ? ", --resume" : "") +
+            "): " + shell_join(attempt_.argv));
+}
+
+void Supervisor::read_output(bool is_err) {
+    int& fd = is_err ? attempt_.child.err_fd : attempt_.child.out_fd;
+    bool& open = is_err ? attempt_.err_open : attempt_.out_open;
+    std::string& buf = is_err ? attempt_.err_buf : attempt_.out_buf;
+    if (!open) return;
+    char chunk[65536];
+    for (;;) {
+        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n > 0) {
+            buf.append(chunk, static_cast<std::size_t>(n));
+            std::size_t start = 0;
+            for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1)
+                handle_line(buf.substr(start, nl + 1 - start), is_err);
+            buf.erase(0, start);
+            if (buf.size() > (1 << 20)) {  // a runaway line without newline: pass it on as is
+                handle_line(buf, is_err);
+                buf.clear();
+            }
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (!buf.empty()) handle_line(buf + "\n", is_err);
+        buf.clear();
+        ::close(fd);
+        fd = -1;
+        open = false;
+        return;
+    }
+}
+
+void Supervisor::handle_line(const std::string& line, bool is_err) {
+    // Forward the ranks' output unchanged, stdout to stdout and stderr to stderr.
+    (void)!::write(is_err ? STDERR_FILENO : STDOUT_FILENO, line.data(), line.size());
+    if (line.find("flashrec") == std::string::npos) return;
+    static const std::regex fault_rx(R"(flashrec: fault injected: (\S+) \(pid (\d+)(?:, unix_us (\d+))?\))");
+    static const std::regex ending_rx(R"(pid (\d+)\]: ending the job: (.*))");
+    static const std::regex deadline_rx(R"(pid (\d+)\]: recovery epoch \d+: phase .* missed its deadline)");
+    static const std::regex mpi_rx(R"(\(MPI error class (\d+)\))");
+    std::smatch m;
+    if (line.find("fault injected") != std::string::npos && std::regex_search(line, m, fault_rx)) {
+        FaultFired f{m[1].str(), m[3].matched ? std::stoll(m[3].str()) : unix_ms(SysClock::now()) * 1000};
+        const int pid = std::stoi(m[2].str());
+        faults_fired_[pid] = f;
+        fired_texts_.insert(f.text);
+        log("fault_injected", {{"fault", f.text}, {"pid", pid}, {"unix_us", f.unix_us}, {"attempt", attempt_.index}});
+        return;
+    }
+    if (line.find("ending the job") != std::string::npos && std::regex_search(line, m, ending_rx)) {
+        const std::string why = m[2].str();
+        int code = 1;
+        if (why.find("(tier 2)") != std::string::npos) code = 75;
+        else if (why.find("(tier 3)") != std::string::npos) code = 76;
+        else if (why.find("no spare left") != std::string::npos || why.find("hot_spares exhausted") != std::string::npos)
+            code = 77;
+        exit_requests_[std::stoi(m[1].str())] = code;
+        return;
+    }
+    if (line.find("missed its deadline") != std::string::npos && std::regex_search(line, m, deadline_rx)) {
+        exit_requests_[std::stoi(m[1].str())] = 75;
+        return;
+    }
+    if (line.find("MPI error class") != std::string::npos && std::regex_search(line, m, mpi_rx))
+        ++mpi_errors_[std::stoi(m[1].str())];
+}
+
+bool Supervisor::roles_finished() {
+    if (!controller_) return false;
+    for (const auto& role : plan_.layout.active_roles) {
+        const auto info = controller_->rank(role);
+        if (!info || info->status != ft::RankStatus::exited) return false;
+        if (info->step_tag < cfg().job.steps && !attempt_.job_stats_seen) return false;
+    }
+    return true;
+}
+
+bool Supervisor::any_rank_alive() {
+    for (const auto& r : controller_->ranks()) {
+        if (r.pid <= 0 || r.registered_at < attempt_.start) continue;
+        pid_t ppid = 0;
+        char state = 0;
+        if (read_stat(r.pid, ppid, state) && state != 'Z' && state != 'X') return true;
+    }
+    return false;
+}
+
+void Supervisor::teardown(const std::string& why) {
+    tearing_down_ = true;
+    for (const auto& r : controller_->ranks())
+        if (r.pid > 0) old_pids_.insert(r.pid);
+    const pid_t pgid = attempt_.exited ? 0 : attempt_.child.pid;
+    const Teardown t = kill_everything(pgid, kLaunchIdVar, launch_id_, kTeardownLimit, [this](pid_t pid, int status) {
+        if (pid == attempt_.child.pid && !attempt_.exited) {
+            attempt_.exited = true;
+            attempt_.status = status;
+            attempt_.exit_time = Clock::now();
+        }
+    });
+    json left = json::array();
+    for (pid_t p : t.left) left.push_back(p);
+    log("teardown", {{"attempt", attempt_.index},
+                     {"why", why},
+                     {"ms", round3(t.ms)},
+                     {"signalled", t.signalled},
+                     {"complete", t.complete},
+                     {"left", left}});
+    if (!t.complete) say("warning: " + std::to_string(t.left.size()) + " process(es) of the job survived SIGKILL for " +
+                         human_ms(t.ms) + " (in uninterruptible sleep?)");
+    // Output still buffered in the pipes: every writer is gone now, so this ends quickly.
+    const auto until = Clock::now() + kDrainLimit;
+    while ((attempt_.out_open || attempt_.err_open) && Clock::now() < until) {
+        pollfd fds[2];
+        nfds_t n = 0;
+        if (attempt_.out_open) fds[n++] = {attempt_.child.out_fd, POLLIN, 0};
+        if (attempt_.err_open) fds[n++] = {attempt_.child.err_fd, POLLIN, 0};
+        ::poll(fds, n, 50);
+        read_output(false);
+        read_output(true);
+    }
+    for (int* fd : {&attempt_.child.out_fd, &attempt_.child.err_fd})
+        if (*fd >= 0) ::close(*fd), *fd = -1;
+    attempt_.out_open = attempt_.err_open = false;
+    drain_queue();
+    tearing_down_ = false;
+}
+
+void Supervisor::on_job_exit() {
+    // BYEs of ranks that exited just before mpirun may still be on their way to the controller.
+    if (!roles_finished() && !any_rank_alive()) {
+        const auto until = Clock::now() + kByeSettle;
+        while (!roles_finished() && Clock::now() < until) {
+            std::this_thread::sleep_for(milliseconds(10));
+            drain_queue();
+        }
+    }
+    const bool finished = roles_finished();
+    const int status = attempt_.status;
+    json fields = {{"attempt", attempt_.index},
+                   {"pid", attempt_.child.pid},
+                   {"status", describe_status(status)},
+                   {"roles_finished", finished}};
+    if (WIFEXITED(status)) fields["exit_code"] = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) fields["signal"] = WTERMSIG(status);
+    if (finished && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        fields["note"] = "mpirun's exit status is not the job's under ULFM (NOTES-ULFM trap 9): judged by the ranks";
+    log("mpirun_exited", fields);
+    const Clock::time_point first_evidence =
+        forced_death_ ? forced_first_evidence_ : first_failure_since_progress_.value_or(attempt_.exit_time);
+    detect_end_ = Clock::now();
+    teardown(finished ? "the job finished; stragglers" : "the MPI job ended early");
+    last_teardown_ms_ = ms_between(detect_end_, Clock::now());
+
+    if (finished) {
+        finalize_restart(false);
+        finish("finished", kExitOk, "");
+        return;
+    }
+    if (interrupted_) {
+        finalize_restart(true);
+        finish("interrupted", 128 + interrupted_, std::string("interrupted by ") + ::strsignal(interrupted_));
+        return;
+    }
+    if (restart_ && !restart_->logged) finalize_restart(true);
+    bool registered = false;
+    for (const auto& r : controller_->ranks()) registered = registered || r.registered_at >= attempt_.start;
+    if (!registered) {
+        // Not a single rank reached the control plane: a trainer that does not use flashrec, or
+        // one that cannot start. Its exit status is all there is.
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+            finish("finished", kExitOk, "no rank ever connected to the control plane: success judged by mpirun's exit code only");
+            return;
+        }
+        if (attempt_.index == 1) {
+            finish("failed_to_start", WIFEXITED(status) && WEXITSTATUS(status) == 2 ? kExitUsage : kExitFailed,
+                   "the job never started: no rank connected to the control plane, mpirun ended with " +
+                       describe_status(status));
+            return;
+        }
+    }
+    Observation obs{Observed::job_ended_early, 0};
+    std::string detail = "mpirun ended with " + describe_status(status);
+    int requested = 0;
+    for (const auto& [pid, code] : exit_requests_) requested = std::max(requested, code);
+    if (forced_death_) {
+        obs = *forced_death_;
+        detail = forced_detail_;
+    } else if (requested) {
+        obs = {Observed::exit_code, requested};
+        detail += "; ranks asked for it (exit code " + std::to_string(requested) + ")";
+    } else if (WIFEXITED(status) && (WEXITSTATUS(status) == 2 || (WEXITSTATUS(status) >= 75 && WEXITSTATUS(status) <= 77))) {
+        obs = {Observed::exit_code, WEXITSTATUS(status)};
+    }
+    forced_death_.reset();
+    after_job_death(obs, detail, first_evidence);
+}
+
+void Supervisor::after_job_death(Observation obs, const std::string& detail, Clock::time_point first_evidence) {
+    const Rule& rule = classify(obs);
+    Incident inc;
+    inc.attempt = attempt_.index;
+    inc.obs = obs;
+    inc.rule = &rule;
+    inc.role = "*";
+    inc.detail = detail;
+    inc.step = last_step_ + 1;
+    Incident& recorded = add_incident(inc);
+    const json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
+    say("the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
+        std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
+    switch (rule.action) {
+        case Action::stop:
+            finish("failed", obs.what == Observed::exit_code && obs.value == 2 ? kExitUsage : kExitFailed,
+                   std::string(rule.meaning));
+            return;
+        case Action::hdf5_resume:
+            if (try_cold_restart(reason, first_evidence)) {
+                recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
+                return;
+            }
+            if (obs.value == 77)
+                finish("spares_exhausted", kExitNoSpares,
+                       "spares exhausted (no hot spare left, spawn failed or off) and no HDF5 checkpoint to restart from" +
+                           std::string(cfg().checkpoint.dir.empty() ? " (checkpoint.dir is not set)" : ""));
+            else
+                finish("state_lost", kExitStateLost,
+                       "state lost in memory (tier 3 needed) and no HDF5 checkpoint to restart from" +
+                           std::string(cfg().checkpoint.dir.empty() ? " (checkpoint.dir is not set)" : ""));
+            return;
+        default:
+            if (try_warm_relaunch(reason, first_evidence)) {
+                recorded.recovered_by = "warm relaunch " + std::to_string(warm_relaunches_);
+                return;
+            }
+            if (try_cold_restart(reason, first_evidence)) {
+                recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
+                return;
+            }
+            finish("relaunch_budget_spent", kExitNeedsRelaunch,
+                   "the MPI job died and the warm relaunch budget (recovery.warm_relaunches = " +
+                       std::to_string(cfg().recovery.warm_relaunches) + ") is spent, with no HDF5 checkpoint to fall back to");
+            return;
+    }
+}
+
+bool Supervisor::try_warm_relaunch(const json& reason, Clock::time_point first_evidence) {
+    if (warm_relaunches_ >= cfg().recovery.warm_relaunches) {
+        log("warm_relaunch_refused", {{"reason", reason}, {"why", "recovery.warm_relaunches spent"},
+                                      {"used", warm_relaunches_}});
+        return false;
+    }
+    ++warm_relaunches_;
+    const bool progressed = last_step_ >= 0 || attempt_.progressed;
+    PendingRestart r;
+    r.kind = "warm_relaunch";
+    r.number = warm_relaunches_;
+    r.reason = reason;
+    r.first_evidence = first_evidence;
+    r.decided = Clock::now();
+    r.died_sys = SysClock::now() - std::chrono::duration_cast<SysClock::duration>(r.decided - first_evidence);
+    r.detect_ms = std::max(0.0, ms_between(first_evidence, detect_end_));
+    r.teardown_ms = last_teardown_ms_;
+    r.steps_done_before = steps_completed();
+    LaunchKind kind;
+    // Nothing was ever committed: there is nothing to restore, start as the job first did.
+    kind.relaunch = progressed;
+    kind.resume = !progressed && attempt_.launch.resume;
+    for (const auto& f : plan_.faults)
+        if (!fired_texts_.count(f)) kind.faults.push_back(f);
+    {
+        std::lock_guard lock(metrics_state_.mutex);
+        ++metrics_state_.warm_relaunches;
+    }
+    restart_ = r;
+    start_attempt("warm_relaunch", kind);
+    return true;
+}
+
+bool Supervisor::try_cold_restart(const json& reason, Clock::time_point first_evidence) {
+    if (cfg().checkpoint.dir.empty()) return false;
+    if (cold_restarts_ >= kMaxColdRestarts) {
+        log("cold_restart_refused", {{"reason", reason}, {"why", "at most " + std::to_string(kMaxColdRestarts) +
+                                                                      " HDF5 restarts per launch"}});
+        return false;
+    }
+    std::string why;
+    std::optional<std::int64_t> step;
+    try {
+        step = runtime::Checkpointer::newest_complete(cfg(), {cfg().job.dp, cfg().job.tp, cfg().job.pp}, why);
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    if (!step) {
+        log("cold_restart_refused", {{"reason", reason}, {"why", why}});
+        say("no HDF5 checkpoint to restart from: " + why);
+        return false;
+    }
+    ++cold_restarts_;
+    PendingRestart r;
+    r.kind = "cold_restart";
+    r.number = cold_restarts_;
+    r.reason = reason;
+    r.first_evidence = first_evidence;
+    r.decided = Clock::now();
+    r.died_sys = SysClock::now() - std::chrono::duration_cast<SysClock::duration>(r.decided - first_evidence);
+    r.detect_ms = std::max(0.0, ms_between(first_evidence, detect_end_));
+    r.teardown_ms = last_teardown_ms_;
+    r.steps_done_before = steps_completed();
+    r.checkpoint_step = *step;
+    LaunchKind kind;
+    kind.resume = true;
+    for (const auto& f : plan_.faults)
+        if (!fired_texts_.count(f)) kind.faults.push_back(f);
+    {
+        std::lock_guard lock(metrics_state_.mutex);
+        ++metrics_state_.cold_restarts;
+    }
+    say("restarting from the HDF5 checkpoint of step " + std::to_string(*step) + " in " + cfg().checkpoint.dir +
+        " (tier 3, restart " + std::to_string(cold_restarts_) + " of at most " + std::to_string(kMaxColdRestarts) + ")");
+    restart_ = r;
+    start_attempt("cold_restart", kind);
+    return true;
+}
+
+void Supervisor::finalize_restart(bool failed) {
+    if (!restart_ || restart_->logged) return;
+    auto& r = *restart_;
+    r.logged = true;
+    const double total = r.resumed ? ms_between(r.first_evidence, r.resumed_at) : -1;
+    json phases = {{"detect", round3(r.detect_ms)}, {"teardown", round3(r.teardown_ms)}};
+    if (r.launch_ms >= 0) phases["launch"] = round3(r.launch_ms);
+    if (r.restore_ms >= 0) phases["restore"] = round3(r.restore_ms);
+    json fields = {{r.kind == "warm_relaunch" ? "relaunch" : "restart", r.number},
+                   {"tier", r.kind == "warm_relaunch" ? 2 : 3},
+                   {"attempt", attempt_.index},
+                   {"reason", r.reason},
+                   {"outcome", failed ? "failed" : "resumed"},
+                   {"phases_ms", phases},
+                   {"steps_done_before", r.steps_done_before},
+                   {"died_unix_ms", unix_ms(r.died_sys)}};
+    if (r.kind == "warm_relaunch") fields["of"] = cfg().recovery.warm_relaunches;
+    if (r.checkpoint_step) fields["checkpoint_step"] = *r.checkpoint_step;
+    if (total >= 0) {
+        fields["total_ms"] = round3(total);
+        fields["resumed_unix_ms"] = unix_ms(r.died_sys) + static_cast<std::int64_t>(total);
+    }
+    std::int64_t restored = -1;
+    if (r.rank_record) {
+        fields["rank_record"] = *r.rank_record;
+        restored = r.rank_record->value("recovery_version", std::int64_t{-1});
+    } else if (r.checkpoint_step) {
+        restored = *r.checkpoint_step;
+    }
+    if (restored >= 0) {
+        fields["restored_version"] = restored;
+        fields["steps_replayed"] = std::max<std::int64_t>(0, r.steps_done_before - restored);
+    }
+    log(r.kind, fields);
+    restarts_done_.push_back(fields);
+    if (!failed && total >= 0) {
+        const std::string what = r.kind == "warm_relaunch" ? "warm relaunch " + std::to_string(r.number)
+                                                            : "HDF5 restart " + std::to_string(r.number);
+        last_recovery_text_ = what + " in " + human_ms(total) +
+                              (restored >= 0 ? ", resumed at step " + std::to_string(restored) : std::string());
+        say("RECOVERED (tier " + std::to_string(r.kind == "warm_relaunch" ? 2 : 3) + "): " + last_recovery_text_ +
+            " [detect " + human_ms(r.detect_ms) + ", teardown " + human_ms(r.teardown_ms) + ", launch " +
+            human_ms(r.launch_ms) + ", restore " + human_ms(r.restore_ms) + "]");
+        std::lock_guard lock(metrics_state_.mutex);
+        ++metrics_state_.recoveries[r.kind == "warm_relaunch" ? 2 : 3];
+        metrics_state_.last_recovery_seconds = total / 1000;
+    }
+}
+
+void Supervisor::finish(const std::string& outcome, int code, const std::string& message) {
+    done_ = true;
+    outcome_ = outcome;
+    exit_code_ = code;
+    end_message_ = message;
+}
+
+// ------------------------------------------------------------------------------------------
+// control plane
+
+KillOutcome Supervisor::kill_hung(const ft::RankIncident& incident) {
+    const pid_t pid = incident.pid;
+    if (pid <= 1) return KillOutcome::refused;
+    // Only a process of this job: a rank holding the token could name any pid in its HELLO.
+    if (!is_descendant(pid, ::getpid())) return incident.hostname == local_host_ ? KillOutcome::refused
+                                                                                 : KillOutcome::remote;
+    if (::kill(pid, SIGKILL) != 0) return KillOutcome::gone;
+    std::lock_guard lock(killed_mutex_);
+    killed_pids_.insert(pid);
+    return KillOutcome::killed;
+}
+
+void Supervisor::push(Message m) {
+    {
+        std::lock_guard lock(queue_mutex_);
+        queue_.push_back(std::move(m));
+    }
+    const std::uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+}
+
+void Supervisor::drain_queue() {
+    std::deque<Message> batch;
+    {
+        std::lock_guard lock(queue_mutex_);
+        batch.swap(queue_);
+    }
+    for (auto& m : batch) {
+        if (auto* h = std::get_if<HungMsg>(&m)) on_hung(*h);
+        else if (auto* l = std::get_if<LostMsg>(&m)) on_lost(*l);
+        else if (auto* e = std::get_if<EventMsg>(&m)) on_event(e->record);
+    }
+}
+
+Incident& Supervisor::add_incident(Incident inc) {
+    inc.id = static_cast<int>(incidents_.size()) + 1;
+    if (!inc.rule) inc.rule = &classify(inc.obs);
+    json fields = {{"incident", inc.id},
+                   {"attempt", inc.attempt},
+                   {"observed", to_string(inc.obs.what)},
+                   {"classification", inc.rule->classification},
+                   {"action", to_string(inc.rule->action)},
+                   {"tier", inc.rule->tier},
+                   {"role", inc.role}};
+    if (inc.obs.what == Observed::exit_code || inc.obs.what == Observed::signal || inc.obs.what == Observed::mpi_error)
+        fields["value"] = inc.obs.value;
+    if (inc.pid > 0) fields["pid"] = inc.pid;
+    if (!inc.node.empty()) fields["node"] = inc.node;
+    if (!inc.detail.empty()) fields["detail"] = inc.detail;
+    if (inc.step >= 0) fields["step"] = inc.step;
+    if (inc.detection_latency_ms >= 0) fields["detection_latency_ms"] = round3(inc.detection_latency_ms);
+    if (inc.since_injection_ms >= 0) fields["since_injection_ms"] = round3(inc.since_injection_ms);
+    if (!mpi_errors_.empty()) {
+        json classes = json::object();
+        for (const auto& [cls, n] : mpi_errors_) classes[std::to_string(cls)] = n;
+        fields["mpi_error_classes_seen"] = classes;
+    }
+    log("failure", fields);
+    if (!first_failure_since_progress_) first_failure_since_progress_ = Clock::now();
+    {
+        std::lock_guard lock(metrics_state_.mutex);
+        ++metrics_state_.failures;
+    }
+    incidents_.push_back(std::move(inc));
+    return incidents_.back();
+}
+
+void Supervisor::on_hung(const HungMsg& m) {
+    const auto& inc = m.incident;
+    if (old_pids_.count(inc.pid) || tearing_down_) return;
+    Incident i;
+    i.attempt = attempt_.index;
+    i.obs = {inc.reason == ft::IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
+    i.role = inc.role;
+    i.pid = inc.pid;
+    i.node = plan_.layout.node_of_role(inc.role);
+    if (i.node.empty() && is_spare_role(inc.role)) i.node = plan_.layout.spare_node;
+    i.hang = true;
+    i.step = inc.last_step_tag;
+    i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
+    if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end())
+        i.since_injection_ms = static_cast<double>(unix_ms(m.decided) * 1000 - f->second.unix_us) / 1000.0;
+    i.detail = std::string(ft::to_string(inc.reason)) + ", last step tag " + std::to_string(inc.last_step_tag) + "; " +
+               std::string(to_string(m.outcome));
+    const Incident& recorded = add_incident(i);
+    log("hang_kill", {{"incident", recorded.id},
+                      {"role", inc.role},
+                      {"pid", inc.pid},
+                      {"hostname", inc.hostname},
+                      {"result", to_string(m.outcome)},
+                      {"signal", "SIGKILL"},
+                      {"detection_latency_ms", inc.detection_latency.count()},
+                      {"since_injection_ms", recorded.since_injection_ms >= 0 ? json(round3(recorded.since_injection_ms))
+                                                                              : json(nullptr)}});
+    say("FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) + ") hung (" +
+        std::string(ft::to_string(inc.reason)) + " for " + human_ms(recorded.detection_latency_ms) +
+        (recorded.since_injection_ms >= 0 ? ", " + human_ms(recorded.since_injection_ms) + " after the fault" : "") +
+        ") -> " + (m.outcome == KillOutcome::killed ? "killed with SIGKILL" : "NOT killed: " + std::string(to_string(m.outcome))) +
+        ", " + std::string(recorded.rule->classification) + " (tier " + std::to_string(recorded.rule->tier) + ")");
+
+    // A whole node silent at once is a node failure, not a process failure.
+    if (i.node.empty()) return;
+    auto& recent = silent_by_node_[i.node];
+    const auto now = Clock::now();
+    const auto window = milliseconds(cfg().detection.heartbeat_ms * 3 + 500);
+    std::erase_if(recent, [&](const auto& e) { return now - e.second > window || e.first == inc.role; });
+    recent.emplace_back(inc.role, now);
+    const int on_node = i.node == plan_.layout.spare_node ? 0 : plan_.layout.ranks_on_node(i.node);
+    if (on_node >= 2 && static_cast<int>(recent.size()) >= on_node) {
+        const bool remote = m.outcome == KillOutcome::remote;
+        Incident n;
+        n.attempt = attempt_.index;
+        n.obs = {remote ? Observed::node_silent_remote : Observed::node_silent_local, 0};
+        n.role = "*";
+        n.node = i.node;
+        n.detail = "all " + std::to_string(on_node) + " ranks of " + i.node + " went silent within " +
+                   human_ms(static_cast<double>(window.count()));
+        const Incident& node_inc = add_incident(n);
+        say("FAILURE #" + std::to_string(node_inc.id) + ": node " + i.node + " silent -> " +
+            std::string(node_inc.rule->classification) + ", " + std::string(to_string(node_inc.rule->action)));
+        recent.clear();
+        if (node_inc.rule->action == Action::replace_node && !attempt_.exited) {
+            forced_death_ = n.obs;
+            forced_detail_ = n.detail;
+            forced_first_evidence_ = first_failure_since_progress_.value_or(now);
+            ::kill(-attempt_.child.pid, SIGKILL);
+        }
+    }
+}
+
+void Supervisor::on_lost(const LostMsg& m) {
+    const auto& inc = m.incident;
+    if (old_pids_.count(inc.pid) || tearing_down_ || attempt_.exited) return;
+    {
+        std::lock_guard lock(killed_mutex_);
+        if (killed_pids_.count(inc.pid)) {
+            log("kill_confirmed", {{"role", inc.role}, {"pid", inc.pid}});
+            return;
+        }
+    }
+    if (is_spare_role(inc.role)) {
+        // A parked spare leaves without BYE when the job releases it at the end.
+        bool ending = true;
+        for (const auto& role : plan_.layout.active_roles) {
+            const auto info = controller_->rank(role);
+            if (!info || info->step_tag < cfg().job.steps) ending = false;
+        }
+        if (ending) {
+            log("spare_released", {{"role", inc.role}, {"pid", inc.pid}});
+            return;
+        }
+    }
+    if (!first_failure_since_progress_) first_failure_since_progress_ = m.seen;
+    pending_lost_.push_back(m);
+}
+
+void Supervisor::on_event(const json& record) {
+    const std::string name = record.value("event", "");
+    if (name == "step") {
+        const std::int64_t step = record.value("step", std::int64_t{-1});
+        if (record.contains("loss") && record["loss"].is_number()) last_loss_ = record["loss"].get<double>();
+        if (step > last_step_ || attempt_.progressed == false) {
+            if (step >= 0) last_step_ = step;
+            attempt_.progressed = true;
+        }
+        const auto now = Clock::now();
+        rate_window_.emplace_back(now, step);
+        while (rate_window_.size() > 2 && now - rate_window_.front().first > std::chrono::seconds(5))
+            rate_window_.pop_front();
+        last_progress_time_ = now;
+        first_failure_since_progress_.reset();
+        std::lock_guard lock(metrics_state_.mutex);
+        metrics_state_.steps = steps_completed();
+        metrics_state_.loss = last_loss_;
+    } else if (name == "recovery") {
+        on_recovery(record);
+    } else if (name == "job_stats") {
+        job_stats_ = record;
+        attempt_.job_stats_seen = true;
+    } else if (name.find("checkpoint") != std::string::npos) {
+        checkpoints_.push_back(record);
+        if (record.contains("step")) say(name + ": step " + record["step"].dump());
+    } else if (name == "device_error" || name == "cuda_error" || name == "nccl_error") {
+        Incident i;
+        i.attempt = attempt_.index;
+        i.obs = {Observed::device_error, 0};
+        i.role = record.value("source", "?");
+        i.detail = record.dump();
+        add_incident(i);
+    }
+}
+
+void Supervisor::on_recovery(const json& record) {
+    recoveries_.push_back(record);
+    const int tier = record.value("tier", 1);
+    const std::string kind = record.value("replacement", "?");
+    const double total = record.value("total_ms", -1.0);
+    const std::int64_t replayed = record.value("steps_replayed", std::int64_t{0});
+    std::string roles;
+    std::set<std::string> failed;
+    if (record.contains("failed_roles") && record["failed_roles"].is_array())
+        for (const auto& r : record["failed_roles"])
+            if (r.is_string()) {
+                failed.insert(r.get<std::string>());
+                roles += (roles.empty() ? "" : ",") + r.get<std::string>();
+            }
+    if (kind == "relaunch" || (restart_ && !restart_->rank_record && failed.empty())) {
+        // The ranks' own record of a warm relaunch (tier 2) or a restart: joins the launcher's.
+        if (restart_ && !restart_->rank_record) restart_->rank_record = record;
+        return;
+    }
+    for (auto& inc : incidents_)
+        if (!inc.recovered && inc.attempt == attempt_.index && failed.count(inc.role)) {
+            inc.recovered = true;
+            inc.recovered_by = "in-job tier " + std::to_string(tier) + " (" + kind + ")";
+            inc.recovery_ms = total;
+        }
+    // A lost role that was not yet reported (its connection had not closed yet) is now known.
+    last_recovery_text_ = "tier " + std::to_string(tier) + ": " + (roles.empty() ? "?" : roles) + " -> " + kind +
+                          " in " + human_ms(total) + ", resumed at step " +
+                          std::to_string(record.value("resume_step", std::int64_t{-1})) + " (" +
+                          std::to_string(replayed) + " step" + (replayed == 1 ? "" : "s") + " replayed)";
+    say("RECOVERED " + last_recovery_text_);
+    first_failure_since_progress_.reset();
+    std::lock_guard lock(metrics_state_.mutex);
+    ++metrics_state_.recoveries[tier];
+    metrics_state_.last_recovery_seconds = total / 1000;
+    metrics_state_.steps_replayed += replayed;
+}
+
+// ------------------------------------------------------------------------------------------
+// periodic work
+
+void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) {
+    std::map<std::string, const ft::RankInfo*> current;
+    for (const auto& r : ranks)
+        if (r.registered_at >= attempt_.start) current[r.role] = &r;
+    if (!current.empty()) attempt_.ever_registered = true;
+    const auto now = Clock::now();
+    bool all_registered = true, all_in_loop = true;
+    for (const auto& role : plan_.layout.active_roles) {
+        const auto it = current.find(role);
+        if (it == current.end()) {
+            all_registered = all_in_loop = false;
+            break;
+        }
+        const ft::RankInfo& r = *it->second;
+        const bool in_loop = in_step_loop(r.phase) || r.phase == ft::wire::Phase::recovery ||
+                             (r.status != ft::RankStatus::active && r.step_tag > 0);
+        if (!in_loop) all_in_loop = false;
+    }
+    if (all_registered && !attempt_.all_registered) {
+        attempt_.all_registered = true;
+        attempt_.registered_at = now;
+        if (restart_ && !restart_->logged) restart_->launch_ms = ms_between(attempt_.start, now);
+    }
+    if (all_registered && all_in_loop && !attempt_.in_loop) {
+        attempt_.in_loop = true;
+        attempt_.in_loop_at = now;
+        log("job_running", {{"attempt", attempt_.index},
+                            {"kind", attempt_.kind},
+                            {"startup_ms", round3(ms_between(attempt_.start, now))},
+                            {"registered_ms", round3(ms_between(attempt_.start, attempt_.registered_at))}});
+        if (restart_ && !restart_->logged) {
+            restart_->restore_ms = ms_between(attempt_.registered_at, now);
+            restart_->resumed = true;
+            restart_->resumed_at = now;
+        }
+    }
+    if (restart_ && !restart_->logged && restart_->resumed &&
+        (restart_->rank_record || now - restart_->resumed_at > kRecordWait))
+        finalize_restart(false);
+
+    if (all_registered) {
+        std::int64_t least = -1;
+        for (const auto& role : plan_.layout.active_roles) {
+            const std::int64_t tag = current[role]->step_tag;
+            if (tag >= 0) least = least < 0 ? tag : std::min(least, tag);
+        }
+        if (least >= 0) tag_steps_ = least;
+    }
+    // Job-level stall: no active role's step tag moved for the stall limit.
+    for (const auto& role : plan_.layout.active_roles)
+        if (const auto it = current.find(role); it != current.end()) {
+            auto& last = last_tags_[role];
+            if (it->second->step_tag != last) {
+                last = it->second->step_tag;
+                last_progress_time_ = now;
+            }
+        }
+    const auto& rc = cfg().recovery;
+    const auto stall_limit = milliseconds(std::max<std::int64_t>(
+        2LL * cfg().detection.hang_timeout_ms, (rc.max_epochs * 6LL + 1) * rc.phase_deadline_ms));
+    if (attempt_.in_loop && !attempt_.exited && !forced_death_ && now - last_progress_time_ > stall_limit) {
+        forced_death_ = Observation{Observed::job_stalled, 0};
+        forced_detail_ = "no role's step tag moved for " + human_ms(ms_between(last_progress_time_, now)) +
+                         " (limit " + human_ms(static_cast<double>(stall_limit.count())) + ")";
+        forced_first_evidence_ = last_progress_time_;
+        say("the job is stalled: " + forced_detail_ + "; ending it");
+        ::kill(-attempt_.child.pid, SIGKILL);
+    }
+}
+
+void Supervisor::update_metrics(const std::vector<ft::RankInfo>& ranks) {
+    int spares = 0, active = 0;
+    for (const auto& r : ranks) {
+        if (r.status != ft::RankStatus::active) continue;
+        if (is_spare_role(r.role)) ++spares;
+        else ++active;
+    }
+    std::lock_guard lock(metrics_state_.mutex);
+    if (attempt_.all_registered) metrics_state_.spares_left = spares;
+    metrics_state_.ranks_active = active;
+    metrics_state_.heartbeats = controller_->heartbeat_count();
+    for (std::size_t i = 0; i < ft::kDropReasonCount; ++i)
+        metrics_state_.drops[i] = controller_->drop_count(static_cast<ft::DropReason>(i));
+    if (rate_window_.size() >= 2) {
+        const double dt = ms_between(rate_window_.front().first, rate_window_.back().first) / 1000;
+        const auto ds = rate_window_.back().second - rate_window_.front().second;
+        if (dt > 0 && ds > 0) metrics_state_.step_seconds = dt / static_cast<double>(ds);
+    }
+}
+
+std::string Supervisor::render_metrics() {
+    std::lock_guard lock(metrics_state_.mutex);
+    const auto& m = metrics_state_;
+    const std::string job = "{job=\"" + cfg().job.name + "\"";
+    std::ostringstream out;
+    auto metric = [&](const char* name, const char* type, const char* help, const std::string& labels, double value) {
+        out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+            << name << labels << " " << value << "\n";
+    };
+    metric("flashrec_up", "gauge", "1 while flashrec-launch supervises the job", job + "}", 1);
+    metric("flashrec_steps_completed", "counter", "Training steps completed (newest step reported + 1)", job + "}",
+           static_cast<double>(m.steps));
+    metric("flashrec_step_seconds", "gauge", "Mean wall time per step over the last few seconds", job + "}", m.step_seconds);
+    if (!std::isnan(m.loss)) metric("flashrec_loss", "gauge", "Newest loss the trainer reported", job + "}", m.loss);
+    metric("flashrec_failures_total", "counter", "Failure incidents seen (hangs, lost ranks, job deaths)", job + "}",
+           static_cast<double>(m.failures));
+    out << "# HELP flashrec_recoveries_total Recoveries completed, by tier (1 in-job, 2 warm relaunch, 3 HDF5)\n"
+        << "# TYPE flashrec_recoveries_total counter\n";
+    for (int tier : {1, 2, 3}) {
+        const auto it = m.recoveries.find(tier);
+        out << "flashrec_recoveries_total" << job << ",tier=\"" << tier << "\"} "
+            << (it == m.recoveries.end() ? 0 : it->second) << "\n";
+    }
+    metric("flashrec_last_recovery_seconds", "gauge", "Duration of the newest recovery", job + "}", m.last_recovery_seconds);
+    metric("flashrec_spares_left", "gauge", "Hot spares parked and registered", job + "}", m.spares_left);
+    metric("flashrec_ranks_active", "gauge", "Active ranks connected to the control plane", job + "}", m.ranks_active);
+    metric("flashrec_warm_relaunches_total", "counter", "Warm relaunches started (tier 2)", job + "}",
+           static_cast<double>(m.warm_relaunches));
+    metric("flashrec_cold_restarts_total", "counter", "Restarts from HDF5 started (tier 3)", job + "}",
+           static_cast<double>(m.cold_restarts));
+    metric("flashrec_steps_replayed_total", "counter", "Steps computed twice because of failures", job + "}",
+           static_cast<double>(m.steps_replayed));
+    metric("flashrec_heartbeats_total", "counter", "Heartbeats the controller accepted", job + "}",
+           static_cast<double>(m.heartbeats));
+    out << "# HELP flashrec_control_plane_drops_total Connections the controller dropped, by reason\n"
+        << "# TYPE flashrec_control_plane_drops_total counter\n";
+    for (std::size_t i = 0; i < ft::kDropReasonCount; ++i)
+        out << "flashrec_control_plane_drops_total" << job << ",reason=\""
+            << ft::to_string(static_cast<ft::DropReason>(i)) << "\"} " << m.drops[i] << "\n";
+    return out.str();
+}
+
+void Supervisor::print_progress(bool force) {
+    if (!cfg().logging.progress && !force) return;
+    const auto now = Clock::now();
+    if (!force && (now - last_progress_print_ < kProgressEvery || last_step_ == last_printed_step_)) return;
+    if (last_step_ < 0 && !force) return;
+    last_progress_print_ = now;
+    last_printed_step_ = last_step_;
+    char line[512];
+    double rate = 0;
+    if (rate_window_.size() >= 2) {
+        const double dt = ms_between(rate_window_.front().first, rate_window_.back().first) / 1000;
+        if (dt > 0) rate = static_cast<double>(rate_window_.back().second - rate_window_.front().second) / dt;
+    }
+    int spares = 0;
+    {
+        std::lock_guard lock(metrics_state_.mutex);
+        spares = metrics_state_.spares_left;
+    }
+    char loss[32] = "-";
+    if (!std::isnan(last_loss_)) std::snprintf(loss, sizeof loss, "%.6g", last_loss_);
+    std::snprintf(line, sizeof line, "step %lld/%lld  loss %s  %.1f steps/s  spares %d  last recovery: %s",
+                  static_cast<long long>(steps_completed()), static_cast<long long>(cfg().job.steps), loss, rate,
+                  spares, last_recovery_text_.c_str());
+    say(line);
+}
+
+void Supervisor::tick() {
+    const auto now = Clock::now();
+    // Lost ranks, once their last words (exit lines) had a chance to arrive.
+    for (auto it = pending_lost_.begin(); it != pending_lost_.end();) {
+        if (now - it->seen < kLostSettle && !attempt_.exited) {
+            ++it;
+            continue;
+        }
+        const auto& inc = it->incident;
+        if (!attempt_.exited || exit_requests_.empty()) {
+            Incident i;
+            i.attempt = attempt_.index;
+            i.obs = {Observed::connection_lost, 0};
+            if (auto e = exit_requests_.find(inc.pid); e != exit_requests_.end()) i.obs = {Observed::exit_code, e->second};
+            if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end()) {
+                const std::string& t = f->second.text;
+                const auto a = t.find("action=");
+                const std::string action = a == std::string::npos ? "kill" : t.substr(a + 7, t.find(':', a) - a - 7);
+                if (action == "kill") i.obs = {Observed::signal, SIGKILL};
+                else if (action.rfind("exit", 0) == 0)
+                    i.obs = {Observed::exit_code, action.size() > 5 ? std::atoi(action.c_str() + 5) : 1};
+                i.since_injection_ms = static_cast<double>(unix_ms(it->when) * 1000 - f->second.unix_us) / 1000.0;
+                i.detail = "fault injected: " + t;
+            }
+            i.role = inc.role;
+            i.pid = inc.pid;
+            i.node = plan_.layout.node_of_role(inc.role);
+            i.step = inc.last_step_tag;
+            i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
+            const Incident& recorded = add_incident(i);
+            say("FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) +
+                ") lost at step tag " + std::to_string(inc.last_step_tag) +
+                (recorded.since_injection_ms >= 0 ? " (" + human_ms(recorded.since_injection_ms) + " after the fault)" : "") +
+                " -> " + std::string(recorded.rule->classification) + ", " + std::string(to_string(recorded.rule->action)) +
+                (recorded.rule->tier ? " (tier " + std::to_string(recorded.rule->tier) + ")" : ""));
+        }
+        it = pending_lost_.erase(it);
+    }
+    const auto poll_every = restart_ && !restart_->logged ? milliseconds(5) : milliseconds(50);
+    if (now - last_ranks_poll_ >= poll_every) {
+        last_ranks_poll_ = now;
+        const auto ranks = controller_->ranks();
+        if (!attempt_.exited) check_attempt_progress(ranks);
+        update_metrics(ranks);
+    }
+    print_progress(false);
+    if (interrupted_ && now > interrupt_deadline_ && !attempt_.exited) {
+        say("the job did not stop within " + human_ms(static_cast<double>(kInterruptGrace.count())) + ": killing it");
+        ::kill(-attempt_.child.pid, SIGKILL);
+        interrupt_deadline_ = now + std::chrono::hours(24);
+    }
+}
+
+double Supervisor::median_step_ms() const {
+    if (job_stats_ && job_stats_->contains("median_step_ms") && (*job_stats_)["median_step_ms"].is_number())
+        return (*job_stats_)["median_step_ms"].get<double>();
+    if (rate_window_.size() >= 2) {
+        const double dt = ms_between(rate_window_.front().first, rate_window_.back().first);
+        const auto ds = rate_window_.back().second - rate_window_.front().second;
+        if (ds > 0) return dt / static_cast<double>(ds);
+    }
+    return 0;
+}
+
+void Supervisor::summary() {
+    const double wall_ms = ms_between(job_start_, Clock::now());
+    std::int64_t replayed = 0;
+    double recovery_ms = 0, hang_ms = 0, restart_ms = 0;
+    int hot = 0, spawned = 0, in_job = 0;
+    for (const auto& r : recoveries_) {
+        if (r.value("replacement", "") == "relaunch") continue;
+        replayed += r.value("steps_replayed", std::int64_t{0});
+        recovery_ms += r.value("total_ms", 0.0);
+        const std::string kind = r.value("replacement", "");
+        const int n = r.contains("failed_roles") && r["failed_roles"].is_array() ? static_cast<int>(r["failed_roles"].size()) : 1;
+        in_job += n;
+        if (kind.find("hot") != std::string::npos) hot += kind == "hot+spawned" ? 1 : n;
+        if (kind.find("spawned") != std::string::npos) spawned += kind == "hot+spawned" ? n - 1 : n;
+    }
+    for (const auto& r : restarts_done_) {
+        replayed += r.value("steps_replayed", std::int64_t{0});
+        restart_ms += r.value("total_ms", 0.0);
+    }
+    for (const auto& i : incidents_)
+        if (i.hang) hang_ms += i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms;
+    const double replay_ms = static_cast<double>(replayed) * median_step_ms();
+    const double lost_ms = hang_ms + recovery_ms + restart_ms + replay_ms;
+    {
+        std::lock_guard lock(metrics_state_.mutex);
+        metrics_state_.time_lost_seconds = lost_ms / 1000;
+    }
+    json incidents = json::array();
+    for (const auto& i : incidents_)
+        incidents.push_back({{"incident", i.id}, {"role", i.role}, {"classification", i.rule->classification},
+                             {"recovered_by", i.recovered_by}});
+    log("job_end", {{"outcome", outcome_},
+                    {"exit_code", exit_code_},
+                    {"message", end_message_},
+                    {"wall_s", round3(wall_ms / 1000)},
+                    {"steps_completed", steps_completed()},
+                    {"steps", cfg().job.steps},
+                    {"failures", incidents_.size()},
+                    {"incidents", incidents},
+                    {"replacements_in_job", in_job},
+                    {"hot_spares_used", hot},
+                    {"spawned", spawned},
+                    {"warm_relaunches", warm_relaunches_},
+                    {"cold_restarts", cold_restarts_},
+                    {"steps_replayed", replayed},
+                    {"time_lost_ms", {{"total", round3(lost_ms)},
+                                      {"hang_detection", round3(hang_ms)},
+                                      {"in_job_recovery", round3(recovery_ms)},
+                                      {"relaunch", round3(restart_ms)},
+                                      {"replayed_steps", round3(replay_ms)}}},
+                    {"checkpoints", checkpoints_.size()}});
+
+    say("------------------------------------------------------------------");
+    say("job " + cfg().job.name + ": " + outcome_ + ", " + std::to_string(steps_completed()) + "/" +
+        std::to_string(cfg().job.steps) + " steps in " + human_ms(wall_ms) + " (exit code " + std::to_string(exit_code_) + ")");
+    if (!end_message_.empty()) say("  " + end_message_);
+    say("failures        " + std::to_string(incidents_.size()));
+    for (const auto& i : incidents_) {
+        std::string line = "  #" + std::to_string(i.id) + " " + (i.role == "*" ? std::string("the MPI job") : i.role) +
+                           (i.pid > 0 ? " (pid " + std::to_string(i.pid) + ")" : "") +
+                           (i.step >= 0 ? " at step " + std::to_string(i.step) : "") + ": " +
+                           std::string(i.rule->classification) + " -> " + std::string(to_string(i.rule->action));
+        if (i.hang)
+            line += ", killed after " + human_ms(i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms);
+        if (!i.recovered_by.empty())
+            line += "; recovered by " + i.recovered_by + (i.recovery_ms >= 0 ? " in " + human_ms(i.recovery_ms) : "");
+        say(line);
+    }
+    say("replacements    " + std::to_string(in_job) + " in-job (" + std::to_string(hot) + " hot spare, " +
+        std::to_string(spawned) + " spawned); " + std::to_string(warm_relaunches_) + " warm relaunch(es); " +
+        std::to_string(cold_restarts_) + " HDF5 restart(s)");
+    say("time lost       " + human_ms(lost_ms) + " (hang detection " + human_ms(hang_ms) + ", in-job recovery " +
+        human_ms(recovery_ms) + ", relaunch " + human_ms(restart_ms) + ", replayed steps " + human_ms(replay_ms) + ")");
+    say("steps replayed  " + std::to_string(replayed));
+    if (!checkpoints_.empty()) say("checkpoints     " + std::to_string(checkpoints_.size()));
+    say("event log       " + plan_.events_path.string());
+}
+
+int Supervisor::run() {
+    setup();
+    LaunchKind first;
+    first.resume = options_.resume;
+    first.faults = plan_.faults;
+    start_attempt("initial", first);
+
+    while (!done_) {
+        pollfd fds[4];
+        nfds_t n = 0;
+        fds[n++] = {signal_fd_, POLLIN, 0};
+        fds[n++] = {wake_fd_, POLLIN, 0};
+        const nfds_t out_index = n;
+        if (attempt_.out_open) fds[n++] = {attempt_.child.out_fd, POLLIN, 0};
+        const nfds_t err_index = n;
+        if (attempt_.err_open) fds[n++] = {attempt_.child.err_fd, POLLIN, 0};
+        const int timeout = restart_ && !restart_->logged ? 5 : 50;
+        if (::poll(fds, n, timeout) < 0 && errno != EINTR) throw Error(std::string("poll: ") + std::strerror(errno));
+
+        if (fds[0].revents & POLLIN) {
+            signalfd_siginfo info{};
+            while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
+                const int sig = static_cast<int>(info.ssi_signo);
+                if (sig == SIGCHLD) continue;
+                if (interrupted_ || attempt_.exited) {
+                    say("second signal: killing the job now");
+                    if (!attempt_.exited) ::kill(-attempt_.child.pid, SIGKILL);
+                    interrupted_ = interrupted_ ? interrupted_ : sig;
+                    continue;
+                }
+                interrupted_ = sig;
+                interrupt_deadline_ = Clock::now() + kInterruptGrace;
+                say(std::string("got ") + ::strsignal(sig) + ": stopping the job (SIGTERM to mpirun)");
+                log("interrupted", {{"signal", sig}});
+                ::kill(-attempt_.child.pid, SIGTERM);
+            }
+        }
+        reap_children([this](pid_t pid, int status) {
+            if (pid == attempt_.child.pid && !attempt_.exited) {
+                attempt_.exited = true;
+                attempt_.status = status;
+                attempt_.exit_time = Clock::now();
+            }
+        });
+        if (fds[1].revents & POLLIN) {
+            std::uint64_t count = 0;
+            (void)!::read(wake_fd_, &count, sizeof count);
+        }
+        drain_queue();
+        if (attempt_.out_open && (fds[out_index].revents & (POLLIN | POLLHUP | POLLERR))) read_output(false);
+        if (attempt_.err_open && (fds[err_index].revents & (POLLIN | POLLHUP | POLLERR))) read_output(true);
+        tick();
+        if (attempt_.exited) on_job_exit();
+    }
+
+    teardown("end of the job");
+    const int removed = ft::remove_all(cfg().job.name);
+    log("shm_cleanup", {{"job", cfg().job.name}, {"segments_removed", removed}});
+    print_progress(true);
+    summary();
+    controller_.reset();
+    metrics_.reset();
+    return exit_code_;
+}
+
+}  // namespace
+
+int supervise(const Plan& plan, const SupervisorOptions& options) {
+    Supervisor supervisor(plan, options);
+    return supervisor.run();
+}
+
+}  // namespace flashrec::launcher
