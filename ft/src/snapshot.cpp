@@ -819,6 +819,17 @@ SnapshotStatus SnapshotReader::verify(std::optional<std::int64_t> step) const {
     return status_only(read_version(sources_of(job_, role_key_, slots_), step));
 }
 
+std::vector<std::int64_t> SnapshotReader::committed_steps() const {
+    const auto sources = sources_of(job_, role_key_, slots_);
+    std::vector<std::int64_t> steps;
+    for (int slot = 0; slot < 2; ++slot) {
+        const HeaderRead header = read_header(sources[slot], slot);
+        if (header.committed) steps.push_back(header.step);
+    }
+    std::sort(steps.begin(), steps.end(), std::greater<>());
+    return steps;
+}
+
 SnapshotStatus verify_snapshot(std::string_view job, std::string_view role_key,
                                std::optional<std::int64_t> step) {
     return SnapshotReader(std::string(job), std::string(role_key)).verify(step);

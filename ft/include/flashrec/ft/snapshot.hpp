@@ -232,6 +232,10 @@ public:
     SnapshotView newest_committed() const;
     SnapshotView committed(std::int64_t step) const;
     SnapshotStatus verify(std::optional<std::int64_t> step = std::nullopt) const;
+    // Steps of the slots whose header verifies as committed, newest first, without reading the
+    // buffers: cheap enough for recovery planning. committed(step) still verifies every byte
+    // before a version is used.
+    std::vector<std::int64_t> committed_steps() const;
 
 private:
     std::string job_;
