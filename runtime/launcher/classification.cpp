@@ -172,11 +172,11 @@ std::span<const Rule> rules() { return kRules; }
 std::string format_table() {
     std::string out;
     char line[512];
-    std::snprintf(line, sizeof line, "%-38s %-19s %-17s %-4s %s\n", "observed", "classification", "action",
+    std::snprintf(line, sizeof line, "%-40s %-19s %-17s %-4s %s\n", "observed", "classification", "action",
                   "tier", "meaning");
     out += line;
     for (const Rule& r : kRules) {
-        std::snprintf(line, sizeof line, "%-38.*s %-19.*s %-17.*s %-4s %.*s\n",
+        std::snprintf(line, sizeof line, "%-40.*s %-19.*s %-17.*s %-4s %.*s\n",
                       static_cast<int>(r.observed.size()), r.observed.data(),
                       static_cast<int>(r.classification.size()), r.classification.data(),
                       static_cast<int>(to_string(r.action).size()), to_string(r.action).data(),

@@ -89,13 +89,14 @@ bool in_step_loop(ft::wire::Phase p) {
 
 bool is_spare_role(const std::string& role) { return role.rfind("spare:", 0) == 0; }
 
-enum class KillOutcome { killed, refused, remote, gone };
+enum class KillOutcome { killed, refused, remote, gone, pending };
 std::string_view to_string(KillOutcome k) {
     switch (k) {
         case KillOutcome::killed: return "killed";
         case KillOutcome::refused: return "refused";
         case KillOutcome::remote: return "remote";
         case KillOutcome::gone: return "gone";
+        case KillOutcome::pending: return "pending";
     }
     return "?";
 }
@@ -218,6 +219,8 @@ private:
     void push(Message m);
     void drain_queue();
     void on_hung(const HungMsg& m);
+    void on_confirmed_hang(const HungMsg& m);
+    void confirm_stalls();
     void on_lost(const LostMsg& m);
     void on_event(const json& record);
     void on_recovery(const json& record);
@@ -276,7 +279,10 @@ private:
     std::set<std::string> fired_texts_;
     std::map<int, int> exit_requests_;        // pid -> 75/76/77 from "ending the job" lines
     std::map<int, int> mpi_errors_;           // error class -> count
+    std::set<int> released_pids_;             // hot spares released at the end of the job
     std::vector<LostMsg> pending_lost_;
+    std::vector<std::pair<HungMsg, Clock::time_point>> pending_stalls_;
+    milliseconds stall_confirm_{300};
     std::map<std::string, std::vector<std::pair<std::string, Clock::time_point>>> silent_by_node_;
 
     std::vector<Incident> incidents_;
@@ -371,9 +377,13 @@ void Supervisor::setup() {
     co.token = token_;
     co.hang_timeout = milliseconds(d.hang_timeout_ms);
     co.check_period = milliseconds(std::clamp(d.heartbeat_ms, 10, 100));
+    stall_confirm_ = 2 * milliseconds(d.heartbeat_ms) + co.check_period;
     co.event_log = log_;
     co.on_hung = [this](const ft::RankIncident& incident) {
-        const KillOutcome outcome = kill_hung(incident);  // at once, on the controller's thread
+        // A silent rank is killed at once, on the controller's thread. A stalled one (heartbeats
+        // arrive, the tag does not move) is confirmed first: see on_hung().
+        const KillOutcome outcome =
+            incident.reason == ft::IncidentReason::stalled ? KillOutcome::pending : kill_hung(incident);
         push(HungMsg{incident, outcome, SysClock::now()});
     };
     co.on_lost = [this](const ft::RankIncident& incident) {
@@ -457,6 +467,7 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
     last_progress_time_ = attempt_.start;
     last_tags_.clear();
     pending_lost_.clear();
+    pending_stalls_.clear();
     rate_window_.clear();
     tag_steps_ = 0;
     json fields = {{"attempt", attempt_.index},
@@ -534,10 +545,18 @@ void Supervisor::handle_line(const std::string& line, bool is_err) {
         exit_requests_[std::stoi(m[1].str())] = 75;
         return;
     }
+    static const std::regex released_rx(R"(flashrec\[spare pid (\d+)\]: released at the end of the job)");
+    if (line.find("released at the end") != std::string::npos && std::regex_search(line, m, released_rx)) {
+        released_pids_.insert(std::stoi(m[1].str()));
+        return;
+    }
     if (line.find("MPI error class") != std::string::npos && std::regex_search(line, m, mpi_rx))
         ++mpi_errors_[std::stoi(m[1].str())];
 }
 
+// The job finished when every active role said BYE after its step loop ended. The controller's
+// step tag is the one of the last heartbeat (it can lag the loop by a heartbeat period), so the
+// leader's job_stats event (sent by the runtime when the loop completed) also counts.
 bool Supervisor::roles_finished() {
     if (!controller_) return false;
     for (const auto& role : plan_.layout.active_roles) {
@@ -921,9 +940,47 @@ Incident& Supervisor::add_incident(Incident inc) {
     return incidents_.back();
 }
 
-void Supervisor::on_hung(const HungMsg& m) {
-    const auto& inc = m.incident;
+void Supervisor::on_hung(const HungMsg& pending) {
+    const auto& inc = pending.incident;
     if (old_pids_.count(inc.pid) || tearing_down_) return;
+    if (pending.outcome == KillOutcome::pending) {
+        // A rank that waited a long time behind a hung peer (in the all-reduce) looks stalled for
+        // the moment between the others' first heartbeat after the repair and its own. Confirm
+        // the stall over a few heartbeat periods before killing it.
+        pending_stalls_.push_back({pending, Clock::now() + stall_confirm_});
+        return;
+    }
+    on_confirmed_hang(pending);
+}
+
+void Supervisor::confirm_stalls() {
+    const auto now = Clock::now();
+    for (auto it = pending_stalls_.begin(); it != pending_stalls_.end();) {
+        if (now < it->second && !attempt_.exited) {
+            ++it;
+            continue;
+        }
+        HungMsg m = it->first;
+        it = pending_stalls_.erase(it);
+        const auto& inc = m.incident;
+        if (old_pids_.count(inc.pid) || attempt_.exited) continue;
+        const auto info = controller_->rank(inc.role);
+        if (!info || info->pid != inc.pid || !info->hung || info->status != ft::RankStatus::active) {
+            log("stall_cleared", {{"role", inc.role},
+                                  {"pid", inc.pid},
+                                  {"last_step_tag", inc.last_step_tag},
+                                  {"step_tag_now", info ? json(info->step_tag) : json(nullptr)},
+                                  {"confirm_ms", stall_confirm_.count()}});
+            continue;
+        }
+        m.outcome = kill_hung(inc);
+        m.decided = SysClock::now();
+        on_confirmed_hang(m);
+    }
+}
+
+void Supervisor::on_confirmed_hang(const HungMsg& m) {
+    const auto& inc = m.incident;
     Incident i;
     i.attempt = attempt_.index;
     i.obs = {inc.reason == ft::IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
@@ -994,17 +1051,11 @@ void Supervisor::on_lost(const LostMsg& m) {
             return;
         }
     }
-    if (is_spare_role(inc.role)) {
-        // A parked spare leaves without BYE when the job releases it at the end.
-        bool ending = true;
-        for (const auto& role : plan_.layout.active_roles) {
-            const auto info = controller_->rank(role);
-            if (!info || info->step_tag < cfg().job.steps) ending = false;
-        }
-        if (ending) {
-            log("spare_released", {{"role", inc.role}, {"pid", inc.pid}});
-            return;
-        }
+    if (is_spare_role(inc.role) && (attempt_.job_stats_seen || released_pids_.count(inc.pid))) {
+        // A parked spare leaves without BYE when the job releases it at the end (the leader's
+        // job_stats comes just before the release).
+        log("spare_released", {{"role", inc.role}, {"pid", inc.pid}});
+        return;
     }
     if (!first_failure_since_progress_) first_failure_since_progress_ = m.seen;
     pending_lost_.push_back(m);
@@ -1247,6 +1298,7 @@ void Supervisor::print_progress(bool force) {
 
 void Supervisor::tick() {
     const auto now = Clock::now();
+    confirm_stalls();
     // Lost ranks, once their last words (exit lines) had a chance to arrive.
     for (auto it = pending_lost_.begin(); it != pending_lost_.end();) {
         if (now - it->seen < kLostSettle && !attempt_.exited) {

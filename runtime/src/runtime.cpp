@@ -294,10 +294,18 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
-        std::size_t own = protection->own().bytes(), total = protection->host_bytes();
-        log("protection: " + std::to_string(mib(total)) + " MiB of /dev/shm per rank = 2 x " +
-            std::to_string(mib(own / 2)) + " MiB own snapshot + 2 x " +
-            std::to_string(mib((total - own) / 2)) + " MiB replicas held (k=" + std::to_string(k) + ")");
+        const std::size_t own = protection->own().bytes(), total = protection->host_bytes();
+        std::size_t payload = 0;
+        for (const auto& p : protection->setup().predecessors)
+            for (const auto& b : p.payload) payload += b.bytes;
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "protection: %.3f MiB of host memory for role 0 = 2 x %.3f MiB own snapshot + "
+                      "2 x %.3f MiB replicas of %zu predecessor(s) (k=%d) in /dev/shm + %.3f MiB "
+                      "landing buffer",
+                      mib(total), mib(own / 2), mib((total - own - payload) / 2),
+                      protection->setup().predecessors.size(), k, mib(payload));
+        log(line);
     }
     protection->start_snapshot(version, epoch);
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(checkpoint_comm));
