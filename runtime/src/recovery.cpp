@@ -355,6 +355,7 @@ void Runtime::Impl::warm_restore() {
         plan.from_checkpoint = true;
         tier = 3;
     }
+    plan.steps_replayed = -1;  // the new ranks cannot know how far the old job got; the launcher can
     last_plan = plan;
     restore_version = plan.version;
     replacement_kind = "relaunch";
