@@ -26,7 +26,7 @@ TOOLS = os.path.join(HERE, "..", "tools")
 def config_text(ranks, state_mib, steps, protected):
     nodes = max(1, ranks // 2)
     # Compute per step is fixed (model x batch); the state is dominated by the "ema" buffer.
-    return f"""job: {{name: bench-prot-{ranks}-{state_mib}-{int(protected)}, nodes: {nodes}, ranks_per_node: {ranks // nodes},
+    return f"""job: {{name: bench-prot-{ranks}-{state_mib}-{int(protected)}-{os.getpid()}, nodes: {nodes}, ranks_per_node: {ranks // nodes},
        dp: {ranks}, steps: {steps}, seed: 3}}
 trainer: {{model: {{input: 256, hidden: 512, output: 16}}, batch_per_rank: 64, lr: 0.001,
           log_every: 1000, extra_sharded_mib: {state_mib}}}

@@ -26,7 +26,7 @@ ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "r
 
 def config(ranks, hot, state_mib):
     nodes = max(1, ranks // 2)
-    return f"""job: {{name: bench-rec-{ranks}-{int(hot)}, nodes: {nodes}, ranks_per_node: {ranks // nodes}, dp: {ranks},
+    return f"""job: {{name: bench-rec-{ranks}-{int(hot)}-{os.getpid()}, nodes: {nodes}, ranks_per_node: {ranks // nodes}, dp: {ranks},
        hot_spares: {1 if hot else 0}, steps: 12, seed: 9}}
 trainer: {{model: {{input: 32, hidden: 64, output: 8}}, batch_per_rank: 8, log_every: 1000,
           extra_sharded_mib: {state_mib}}}
