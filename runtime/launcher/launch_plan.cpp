@@ -168,7 +168,7 @@ Plan make_plan(const PlanRequest& request) {
     if (ec) plan.config_path = request.config_path;
     plan.config_path = plan.config_path.lexically_normal();
     for (const auto& spec : request.faults) {
-        const std::string where = "--fault '" + spec + "'";
+        const std::string where = "--fault";
         const config::Fault fault = config::parse_fault(spec, where);
         config::validate_fault(fault, plan.cfg.job, where);
         plan.faults.push_back(spec);

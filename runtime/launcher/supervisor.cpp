@@ -134,6 +134,7 @@ struct Incident {
     double detection_latency_ms = -1;  // the controller's: since the last heartbeat / tag move
     double since_injection_ms = -1;    // from the fault injector's timestamp, when known
     bool hang = false;
+    Clock::time_point at{};  // when the launcher recorded it
     bool recovered = false;
     std::string recovered_by;  // "in-job tier 1 (hot)", "warm relaunch 1", ...
     double recovery_ms = -1;
@@ -171,6 +172,7 @@ struct PendingRestart {
     std::optional<std::int64_t> checkpoint_step;
     bool resumed = false;
     Clock::time_point resumed_at;
+    std::optional<Clock::time_point> first_step_at;  // the first step completed after resuming
     std::optional<json> rank_record;
     bool logged = false;
 };
@@ -196,6 +198,7 @@ class Supervisor {
 public:
     Supervisor(const Plan& plan, const SupervisorOptions& options) : plan_(plan), options_(options) {}
     int run();
+    const std::string& launch_id() const { return launch_id_; }
 
 private:
     // setup and output
@@ -287,6 +290,14 @@ private:
 
     std::vector<Incident> incidents_;
     std::vector<json> recoveries_;
+    // In-job recoveries of this attempt, to link incidents classified after the record arrived.
+    struct RecoveryNote {
+        std::set<std::string> roles;
+        Clock::time_point at;
+        std::string by;
+        double ms = -1;
+    };
+    std::vector<RecoveryNote> recovery_notes_;
     std::vector<json> checkpoints_;
     std::optional<json> job_stats_;
     std::optional<Clock::time_point> first_failure_since_progress_;
@@ -468,6 +479,7 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
     last_tags_.clear();
     pending_lost_.clear();
     pending_stalls_.clear();
+    recovery_notes_.clear();
     rate_window_.clear();
     tag_steps_ = 0;
     json fields = {{"attempt", attempt_.index},
@@ -490,7 +502,8 @@ void Supervisor::read_output(bool is_err) {
     std::string& buf = is_err ? attempt_.err_buf : attempt_.out_buf;
     if (!open) return;
     char chunk[65536];
-    for (;;) {
+    // A bounded number of reads per call: a flood of output must not starve the rest of the loop.
+    for (int reads = 0; reads < 16; ++reads) {
         const ssize_t n = ::read(fd, chunk, sizeof chunk);
         if (n > 0) {
             buf.append(chunk, static_cast<std::size_t>(n));
@@ -543,6 +556,16 @@ void Supervisor::handle_line(const std::string& line, bool is_err) {
     }
     if (line.find("missed its deadline") != std::string::npos && std::regex_search(line, m, deadline_rx)) {
         exit_requests_[std::stoi(m[1].str())] = 75;
+        return;
+    }
+    // The runtime reports published HDF5 checkpoints on stderr; the event log gets a record.
+    static const std::regex checkpoint_rx(R"(checkpoint: step (\d+) published in (\S+?):? )");
+    if (line.find("published in") != std::string::npos && std::regex_search(line, m, checkpoint_rx)) {
+        json record = {{"step", std::stoll(m[1].str())}, {"path", m[2].str()}, {"attempt", attempt_.index},
+                       {"from", "rank output"}};
+        log("checkpoint", record);
+        record["event"] = "checkpoint";
+        checkpoints_.push_back(record);
         return;
     }
     static const std::regex released_rx(R"(flashrec\[spare pid (\d+)\]: released at the end of the job)");
@@ -822,6 +845,7 @@ void Supervisor::finalize_restart(bool failed) {
     json phases = {{"detect", round3(r.detect_ms)}, {"teardown", round3(r.teardown_ms)}};
     if (r.launch_ms >= 0) phases["launch"] = round3(r.launch_ms);
     if (r.restore_ms >= 0) phases["restore"] = round3(r.restore_ms);
+    if (r.resumed && r.first_step_at) phases["resumed"] = round3(ms_between(r.resumed_at, *r.first_step_at));
     json fields = {{r.kind == "warm_relaunch" ? "relaunch" : "restart", r.number},
                    {"tier", r.kind == "warm_relaunch" ? 2 : 3},
                    {"attempt", attempt_.index},
@@ -909,6 +933,7 @@ void Supervisor::drain_queue() {
 
 Incident& Supervisor::add_incident(Incident inc) {
     inc.id = static_cast<int>(incidents_.size()) + 1;
+    inc.at = Clock::now();
     if (!inc.rule) inc.rule = &classify(inc.obs);
     json fields = {{"incident", inc.id},
                    {"attempt", inc.attempt},
@@ -942,7 +967,7 @@ Incident& Supervisor::add_incident(Incident inc) {
 
 void Supervisor::on_hung(const HungMsg& pending) {
     const auto& inc = pending.incident;
-    if (old_pids_.count(inc.pid) || tearing_down_) return;
+    if (old_pids_.count(inc.pid) || tearing_down_ || interrupted_) return;
     if (pending.outcome == KillOutcome::pending) {
         // A rank that waited a long time behind a hung peer (in the all-reduce) looks stalled for
         // the moment between the others' first heartbeat after the repair and its own. Confirm
@@ -1044,6 +1069,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
 void Supervisor::on_lost(const LostMsg& m) {
     const auto& inc = m.incident;
     if (old_pids_.count(inc.pid) || tearing_down_ || attempt_.exited) return;
+    if (interrupted_) return;  // we asked the job to stop: its ranks leaving is no failure
     {
         std::lock_guard lock(killed_mutex_);
         if (killed_pids_.count(inc.pid)) {
@@ -1076,6 +1102,8 @@ void Supervisor::on_event(const json& record) {
             rate_window_.pop_front();
         last_progress_time_ = now;
         first_failure_since_progress_.reset();
+        if (restart_ && !restart_->logged && restart_->resumed && !restart_->first_step_at)
+            restart_->first_step_at = now;
         std::lock_guard lock(metrics_state_.mutex);
         metrics_state_.steps = steps_completed();
         metrics_state_.loss = last_loss_;
@@ -1116,12 +1144,14 @@ void Supervisor::on_recovery(const json& record) {
         if (restart_ && !restart_->rank_record) restart_->rank_record = record;
         return;
     }
+    const std::string by = "in-job tier " + std::to_string(tier) + " (" + kind + ")";
     for (auto& inc : incidents_)
         if (!inc.recovered && inc.attempt == attempt_.index && failed.count(inc.role)) {
             inc.recovered = true;
-            inc.recovered_by = "in-job tier " + std::to_string(tier) + " (" + kind + ")";
+            inc.recovered_by = by;
             inc.recovery_ms = total;
         }
+    recovery_notes_.push_back({failed, Clock::now(), by, total});
     // A lost role that was not yet reported (its connection had not closed yet) is now known.
     last_recovery_text_ = "tier " + std::to_string(tier) + ": " + (roles.empty() ? "?" : roles) + " -> " + kind +
                           " in " + human_ms(total) + ", resumed at step " +
@@ -1175,7 +1205,7 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
         }
     }
     if (restart_ && !restart_->logged && restart_->resumed &&
-        (restart_->rank_record || now - restart_->resumed_at > kRecordWait))
+        ((restart_->rank_record && restart_->first_step_at) || now - restart_->resumed_at > kRecordWait))
         finalize_restart(false);
 
     if (all_registered) {
@@ -1224,7 +1254,7 @@ void Supervisor::update_metrics(const std::vector<ft::RankInfo>& ranks) {
     if (rate_window_.size() >= 2) {
         const double dt = ms_between(rate_window_.front().first, rate_window_.back().first) / 1000;
         const auto ds = rate_window_.back().second - rate_window_.front().second;
-        if (dt > 0 && ds > 0) metrics_state_.step_seconds = dt / static_cast<double>(ds);
+        if (dt >= 0.25 && ds > 0) metrics_state_.step_seconds = dt / static_cast<double>(ds);
     }
 }
 
@@ -1272,16 +1302,19 @@ std::string Supervisor::render_metrics() {
 
 void Supervisor::print_progress(bool force) {
     if (!cfg().logging.progress && !force) return;
+    if (force && last_step_ == last_printed_step_) return;
     const auto now = Clock::now();
     if (!force && (now - last_progress_print_ < kProgressEvery || last_step_ == last_printed_step_)) return;
     if (last_step_ < 0 && !force) return;
     last_progress_print_ = now;
     last_printed_step_ = last_step_;
     char line[512];
-    double rate = 0;
+    // Step events arrive in batches: a rate needs a window of some length to mean anything.
+    char rate[32] = "-";
     if (rate_window_.size() >= 2) {
         const double dt = ms_between(rate_window_.front().first, rate_window_.back().first) / 1000;
-        if (dt > 0) rate = static_cast<double>(rate_window_.back().second - rate_window_.front().second) / dt;
+        const auto ds = rate_window_.back().second - rate_window_.front().second;
+        if (dt >= 0.25 && ds > 0) std::snprintf(rate, sizeof rate, "%.1f", static_cast<double>(ds) / dt);
     }
     int spares = 0;
     {
@@ -1290,7 +1323,7 @@ void Supervisor::print_progress(bool force) {
     }
     char loss[32] = "-";
     if (!std::isnan(last_loss_)) std::snprintf(loss, sizeof loss, "%.6g", last_loss_);
-    std::snprintf(line, sizeof line, "step %lld/%lld  loss %s  %.1f steps/s  spares %d  last recovery: %s",
+    std::snprintf(line, sizeof line, "step %lld/%lld  loss %s  %s steps/s  spares %d  last recovery: %s",
                   static_cast<long long>(steps_completed()), static_cast<long long>(cfg().job.steps), loss, rate,
                   spares, last_recovery_text_.c_str());
     say(line);
@@ -1306,7 +1339,7 @@ void Supervisor::tick() {
             continue;
         }
         const auto& inc = it->incident;
-        if (!attempt_.exited || exit_requests_.empty()) {
+        if (!interrupted_ && (!attempt_.exited || exit_requests_.empty())) {
             Incident i;
             i.attempt = attempt_.index;
             i.obs = {Observed::connection_lost, 0};
@@ -1326,6 +1359,13 @@ void Supervisor::tick() {
             i.node = plan_.layout.node_of_role(inc.role);
             i.step = inc.last_step_tag;
             i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
+            // Its recovery may already be done: the record can beat the settle time.
+            for (const auto& note : recovery_notes_)
+                if (note.at >= it->seen && note.roles.count(inc.role)) {
+                    i.recovered = true;
+                    i.recovered_by = note.by;
+                    i.recovery_ms = note.ms;
+                }
             const Incident& recorded = add_incident(i);
             say("FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) +
                 ") lost at step tag " + std::to_string(inc.last_step_tag) +
@@ -1380,8 +1420,19 @@ void Supervisor::summary() {
         replayed += r.value("steps_replayed", std::int64_t{0});
         restart_ms += r.value("total_ms", 0.0);
     }
+    // Hangs at the same time (a frozen node) cost their overlap once: the union of the intervals.
+    std::vector<std::pair<double, double>> stuck;  // [start, end] in ms since the job started
     for (const auto& i : incidents_)
-        if (i.hang) hang_ms += i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms;
+        if (i.hang) {
+            const double end = ms_between(job_start_, i.at);
+            stuck.emplace_back(end - (i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms), end);
+        }
+    std::sort(stuck.begin(), stuck.end());
+    double covered_to = -1e300;
+    for (const auto& [a, b] : stuck) {
+        hang_ms += std::max(0.0, b - std::max(a, covered_to));
+        covered_to = std::max(covered_to, b);
+    }
     const double replay_ms = static_cast<double>(replayed) * median_step_ms();
     const double lost_ms = hang_ms + recovery_ms + restart_ms + replay_ms;
     {
@@ -1419,7 +1470,8 @@ void Supervisor::summary() {
     if (!end_message_.empty()) say("  " + end_message_);
     say("failures        " + std::to_string(incidents_.size()));
     for (const auto& i : incidents_) {
-        std::string line = "  #" + std::to_string(i.id) + " " + (i.role == "*" ? std::string("the MPI job") : i.role) +
+        const std::string who = i.role != "*" ? i.role : !i.node.empty() ? "node " + i.node : std::string("the MPI job");
+        std::string line = "  #" + std::to_string(i.id) + " " + who +
                            (i.pid > 0 ? " (pid " + std::to_string(i.pid) + ")" : "") +
                            (i.step >= 0 ? " at step " + std::to_string(i.step) : "") + ": " +
                            std::string(i.rule->classification) + " -> " + std::string(to_string(i.rule->action));
@@ -1508,7 +1560,15 @@ int Supervisor::run() {
 
 int supervise(const Plan& plan, const SupervisorOptions& options) {
     Supervisor supervisor(plan, options);
-    return supervisor.run();
+    try {
+        return supervisor.run();
+    } catch (...) {
+        // The launcher itself failed (cannot start mpirun, out of memory, ...): leave nothing
+        // behind, neither processes nor segments, then report.
+        kill_everything(0, kLaunchIdVar, supervisor.launch_id(), std::chrono::seconds(10), nullptr);
+        ft::remove_all(plan.cfg.job.name);
+        throw;
+    }
 }
 
 }  // namespace flashrec::launcher

@@ -19,8 +19,9 @@
 //   gather    MPI_Gather(v) of each rank's manifest entry (or its error) to rank 0, which
 //             writes manifest.json when every rank succeeded.
 //   agree     MPI_Allreduce(MIN) of "my part succeeded" (rank 0: and the manifest).
-//   publish   rank 0 renames the staging directory to step-<N> and prunes to checkpoint.keep,
-//             under publish_mutex, and only if abort() has not been called.
+//   publish   rank 0 renames the staging directory to step-<N> and renames the checkpoints
+//             beyond checkpoint.keep out of sight, under publish_mutex and only if abort() has
+//             not been called; then deletes those outside the lock.
 //
 // The snapshot slot of version v is rewritten by the protection thread when it starts snapshot
 // v+2, about one step after the checkpoint of v starts, and writing a file (fsync included)
@@ -36,6 +37,8 @@
 #include "flashrec/runtime/checkpointing.hpp"
 
 #include <mpi.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,11 +48,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
+
+#include <xxhash.h>
 
 #include "flashrec/ft/checkpoint.hpp"
 #include "flashrec/ft/snapshot.hpp"
@@ -64,6 +70,8 @@ using Clock = std::chrono::steady_clock;
 
 // A worker's contribution to the start agreement when the loop ended: larger than any version.
 constexpr std::int64_t kFinish = std::numeric_limits<std::int64_t>::max();
+// Copy-out granularity: small enough that a chunk is still in cache when it is hashed.
+constexpr std::size_t kCopyChunk = std::size_t{1} << 20;
 
 ft::Dtype to_ft(DType type) {
     switch (type) {
@@ -101,10 +109,10 @@ std::string shape_text(int dp, int tp, int pp) {
 }
 
 // Test hook (tests/checkpoint): FLASHREC_TEST_CHECKPOINT_PAUSE=<step>:<ms>[:before-check] makes
-// the worker wait `ms` after writing its rank file of checkpoint <step>, in the job's first
-// topology epoch only; by default after the unchanged() check (a slow gather/publish: the
-// window in which a crash hits a checkpoint in flight), with before-check before it (the
-// snapshot slot gets rewritten under the writer). abort() ends the wait at once.
+// the worker of checkpoint <step> wait `ms`, in the job's first topology epoch only: by default
+// after writing its rank file (the window in which a crash hits a checkpoint in flight); with
+// before-check after copying the snapshot out and before the unchanged() check (the slot gets
+// rewritten under it). abort() ends the wait at once.
 struct TestPause {
     std::int64_t step = -1;
     std::chrono::milliseconds duration{0};
@@ -123,6 +131,32 @@ TestPause test_pause() {
         pause.before_check = std::strcmp(where, "before-check") == 0;
     }
     return pause;
+}
+
+// Nice value of the thread that writes a rank file. The write has no deadline (the next
+// checkpoint is every_steps steps away, and a late one is skipped), while the step loop's
+// threads have one every step: where they keep every core busy (a CPU-only job), the write
+// yields to them. The copy-out before it has a deadline (about one step) and runs at the
+// worker's normal priority. Raising a thread's nice value needs no privilege.
+constexpr int kWriterNice = 10;
+
+// write_rank_file on a short-lived thread at nice kWriterNice (per-thread on Linux), joined.
+ft::RankFileEntry write_in_background(const ft::CheckpointWriter& writer, const fs::path& staging,
+                                      const std::string& role, const ft::CheckpointInfo& info,
+                                      const std::vector<ft::BufferToSave>& save) {
+    ft::RankFileEntry entry;
+    std::exception_ptr failure;
+    std::thread thread([&] {
+        (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNice);  // best effort
+        try {
+            entry = writer.write_rank_file(staging, role, info, save);
+        } catch (...) {
+            failure = std::current_exception();
+        }
+    });
+    thread.join();
+    if (failure) std::rethrow_exception(failure);
+    return entry;
 }
 
 // One topology epoch's worth of checkpointing: a communicator and who this process is in it.
@@ -192,8 +226,10 @@ struct Checkpointer::State {
     bool stop = false;
     std::thread worker;
 
-    // Held by rank 0 while it publishes and prunes; abort() takes it once after setting the
-    // abort flag, so that nothing is published or removed after abort() returns.
+    // Held by rank 0 while it publishes and renames pruned checkpoints away (renames and fsyncs
+    // only: milliseconds); abort() takes it once after setting the abort flag, so that no
+    // complete checkpoint appears or disappears after abort() returns (what was already renamed
+    // away may still be being deleted: readers never look at it).
     std::mutex publish_mutex;
 
     std::string who() const { return gen ? gen->identity.role_key : "?"; }
@@ -202,6 +238,11 @@ struct Checkpointer::State {
     void write(Generation& g, std::int64_t version);
     // Waits the test pause (if it applies); false if abort() ended it.
     bool maybe_pause(Generation& g, std::int64_t version, bool before_check);
+    // Pruning, first half: renames every complete checkpoint older than the newest `keep` whose
+    // manifest opens to a staging name (so the newest that opens is never touched, and a crash
+    // leaves staging debris, not a half-deleted checkpoint). Fast: done under publish_mutex.
+    // `removed`: the published names; `doomed`: where they are now, to be deleted.
+    void retire_old(const fs::path& root, std::vector<fs::path>& removed, std::vector<fs::path>& doomed) const;
     void abort_generation(Generation& g) noexcept {
         if (!g.aborted.exchange(true)) g.comm.revoke();
     }
@@ -334,12 +375,12 @@ void Checkpointer::State::run(const std::shared_ptr<Generation>& g, std::int64_t
                                  " skipped: another rank had ended the loop before it could start");
             return;
         }
-        if (contribution != version && comm.rank() == 0)
+        if (contribution != version && g->rank == 0)
             log_line(me, "step " + std::to_string(contribution) + " skipped: another rank was still writing "
                          "the previous checkpoint; writing step " + std::to_string(version) + " instead");
         write(*g, version);
     } catch (const MpiError& e) {
-        if (!g->aborted && comm.rank() == 0) log_line(me, std::string("abandoned: ") + e.what());
+        if (!g->aborted && g->rank == 0) log_line(me, std::string("abandoned: ") + e.what());
         // Peers still inside a collective of this checkpoint must not wait for this process.
         abort_generation(*g);
     } catch (const std::exception& e) {
@@ -360,7 +401,7 @@ bool Checkpointer::State::maybe_pause(Generation& g, std::int64_t version, bool 
 void Checkpointer::State::write(Generation& g, std::int64_t version) {
     const ft::Comm& comm = g.comm;
     const CheckpointIdentity& id = g.identity;
-    const int rank = comm.rank();
+    const int rank = g.rank;
     const ft::CheckpointWriter writer(settings.dir);
     const auto started = Clock::now();
 
@@ -391,7 +432,7 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
     if (plan[0] != 'w') return;
     const std::string tag(plan + 1);
 
-    // write: this role's file, straight from the committed snapshot in shared memory.
+    // copy out + write: this role's file, from the committed snapshot in shared memory.
     ft::CheckpointInfo info;
     info.step = version;
     info.topology_epoch = id.epoch;
@@ -399,21 +440,35 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
     info.library_version = flashrec::version();
     std::string report;
     fs::path staging;
-    double write_s = 0;
+    double copy_s = 0, write_s = 0;
     try {
         staging = writer.create_staging_dir(version, tag);
         std::vector<ft::BufferToSave> save;
         {
+            const auto t = Clock::now();  // copy-out: reading (verifies the snapshot), copying, hashing
             const ft::SnapshotReader reader(job, id.snapshot_key, layout);
             const ft::SnapshotView view = reader.committed(version);
             if (!view.ok)
                 throw Error("snapshot '" + id.snapshot_key + "' holds no committed step " +
                             std::to_string(version) + ": " + view.problem);
+            // One pass: each chunk is hashed right after it is copied, while it is in cache, and
+            // the checksum goes to the writer, which then does not read the data again.
             std::byte* out = copy_area();
+            const std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hash(XXH3_createState(), &XXH3_freeState);
+            if (!hash) throw Error("out of memory for a hash state");
             for (size_t b = 0; b < buffers.size(); ++b) {
-                std::memcpy(out + offsets[b], view.buffers[b].bytes.data(), buffers[b].bytes);
-                save.push_back({buffers[b].name, buffers[b].dtype, out + offsets[b], buffers[b].bytes, {}});
+                const std::byte* from = view.buffers[b].bytes.data();
+                std::byte* to = out + offsets[b];
+                XXH3_64bits_reset(hash.get());
+                for (std::size_t done = 0; done < buffers[b].bytes;) {
+                    const std::size_t n = std::min(kCopyChunk, buffers[b].bytes - done);
+                    std::memcpy(to + done, from + done, n);
+                    XXH3_64bits_update(hash.get(), to + done, n);
+                    done += n;
+                }
+                save.push_back({buffers[b].name, buffers[b].dtype, to, buffers[b].bytes, XXH3_64bits_digest(hash.get())});
             }
+            copy_s = seconds_since(t);
             if (!maybe_pause(g, version, true)) return;
             if (!view.unchanged())
                 throw Error("the snapshot slot of step " + std::to_string(version) +
@@ -421,11 +476,11 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
                             "step)");
         }
         const auto t = Clock::now();
-        const ft::RankFileEntry entry = writer.write_rank_file(staging, id.role_key, info, save);
+        const ft::RankFileEntry entry = write_in_background(writer, staging, id.role_key, info, save);
         write_s = seconds_since(t);
         if (!maybe_pause(g, version, false)) return;
-        char timing[48];
-        std::snprintf(timing, sizeof timing, "%.6f ", write_s);
+        char timing[64];
+        std::snprintf(timing, sizeof timing, "%.6f %.6f ", copy_s, write_s);
         report = std::string("1") + timing + entry.to_json_text();
     } catch (const Error& e) {
         report = "0" + id.role_key + ": " + e.what();
@@ -437,7 +492,7 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
     int ok = report[0] == '1';
     std::string why;
     ft::Manifest manifest;
-    double slowest_write_s = 0;
+    double slowest_copy_s = 0, slowest_write_s = 0;
     if (rank == 0) {
         manifest.info = info;
         try {
@@ -446,10 +501,11 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
                     if (why.empty()) why = r.empty() ? "a rank sent nothing" : r.substr(1);
                     continue;
                 }
-                const size_t space = r.find(' ');
-                if (space == std::string::npos) throw Error("malformed report from a rank: " + r);
-                slowest_write_s = std::max(slowest_write_s, std::atof(r.substr(1, space - 1).c_str()));
-                manifest.files.push_back(ft::RankFileEntry::from_json_text(std::string_view(r).substr(space + 1)));
+                const size_t space1 = r.find(' '), space2 = r.find(' ', space1 + 1);
+                if (space2 == std::string::npos) throw Error("malformed report from a rank: " + r);
+                slowest_copy_s = std::max(slowest_copy_s, std::atof(r.substr(1, space1 - 1).c_str()));
+                slowest_write_s = std::max(slowest_write_s, std::atof(r.substr(space1 + 1, space2 - space1 - 1).c_str()));
+                manifest.files.push_back(ft::RankFileEntry::from_json_text(std::string_view(r).substr(space2 + 1)));
             }
             if (why.empty()) writer.write_manifest(staging, manifest);
         } catch (const Error& e) {
@@ -468,22 +524,39 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
                                   " (its staging directory is removed at the next checkpoint)");
         return;
     }
-    std::lock_guard publishing(publish_mutex);
-    if (g.aborted) {
-        log_line(id.role_key, "step " + std::to_string(version) + " abandoned, not published: a failure "
-                              "interrupted the job");
-        return;
-    }
     fs::path published;
-    std::vector<fs::path> removed;
-    try {
-        published = writer.publish(staging);
-        removed = writer.prune(settings.keep);
-    } catch (const Error& e) {
-        log_line(id.role_key, "step " + std::to_string(version) + ": " + e.what());
-        if (published.empty()) return;
+    std::vector<fs::path> removed, doomed;
+    const auto publishing_started = Clock::now();
+    double publish_s = 0;
+    {
+        std::lock_guard publishing(publish_mutex);
+        if (g.aborted) {
+            log_line(id.role_key, "step " + std::to_string(version) + " abandoned, not published: a failure "
+                                  "interrupted the job");
+            return;
+        }
+        try {
+            published = writer.publish(staging);
+        } catch (const Error& e) {
+            log_line(id.role_key, "step " + std::to_string(version) + " not published: " + e.what());
+            return;
+        }
+        publish_s = seconds_since(publishing_started);
+        try {
+            retire_old(writer.root(), removed, doomed);
+        } catch (const Error& e) {
+            log_line(id.role_key, "pruning after step " + std::to_string(version) + ": " + e.what());
+        }
+    }
+    // Out of sight already (renamed to staging names), so deleting them may take its time
+    // outside the lock; whatever a failure interrupts here goes at the next checkpoint.
+    for (const fs::path& p : doomed) {
+        std::error_code error;
+        fs::remove_all(p, error);
+        if (error) log_line(id.role_key, "removing " + p.string() + ": " + error.message());
     }
     const double seconds = seconds_since(started);
+    const double prune_s = seconds_since(publishing_started) - publish_s;
     std::uint64_t bytes = 0;
     for (const auto& f : manifest.files) bytes += f.file_bytes;
     std::string pruned;
@@ -492,7 +565,36 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
                               std::to_string(manifest.files.size()) + " files, " + std::to_string(bytes) +
                               " bytes in " + fixed(seconds, 3) + " s (" +
                               fixed(static_cast<double>(bytes) / 1e6 / std::max(seconds, 1e-9), 1) +
-                              " MB/s; slowest rank file " + fixed(slowest_write_s, 3) + " s)" + pruned);
+                              " MB/s; slowest rank: copy-out " + fixed(slowest_copy_s, 3) + " s, file " +
+                              fixed(slowest_write_s, 3) + " s; publish " + fixed(publish_s, 3) + " s, prune " +
+                              fixed(prune_s, 3) + " s)" + pruned);
+}
+
+void Checkpointer::State::retire_old(const fs::path& root, std::vector<fs::path>& removed,
+                                     std::vector<fs::path>& doomed) const {
+    // The same rule as ft::CheckpointWriter::prune, whose removal is split here in two so that
+    // abort() never waits for a large directory to be deleted.
+    const int wanted = std::max(settings.keep, 1);
+    int kept = 0;
+    for (const ft::StepDir& d : ft::CheckpointReader::list_complete(root)) {
+        if (kept < wanted) {
+            try {
+                ft::CheckpointReader::open(d.path);
+                ++kept;
+            } catch (const Error&) {
+                // newer and unreadable: left for inspection, not counted
+            }
+            continue;
+        }
+        char name[128];
+        std::snprintf(name, sizeof name, ".step-%08lld.tmp-pruned-%s", static_cast<long long>(d.step),
+                      ft::CheckpointWriter::new_attempt_tag().c_str());
+        const fs::path to = root / name;
+        if (std::rename(d.path.c_str(), to.c_str()) != 0)
+            throw Error("renaming " + d.path.string() + " to " + to.string() + ": " + std::strerror(errno));
+        removed.push_back(d.path);
+        doomed.push_back(to);
+    }
 }
 
 // ---- restart ---------------------------------------------------------------------------

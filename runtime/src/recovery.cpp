@@ -167,8 +167,7 @@ void Runtime::Impl::join_as_spawned() {
     epoch = static_cast<int>(e);
     process_id = (e + 1) * 1000000 + world_rank;
     const auto reports = exchange_reports(merged);
-    adopt_plan(std::move(merged), reports);
-    connect_control_plane();
+    adopt_plan(std::move(merged), reports);  // registers with the control plane as its role
 }
 
 void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports) {
@@ -379,7 +378,9 @@ void Runtime::Impl::park_until_needed() {
     while (role_index < 0) {
         if (spares::park(universe) == spares::Wake::released) {
             log("released at the end of the job; this hot spare was not needed");
-            // The trainer never runs on this process: leave like a finished job.
+            // The trainer never runs on this process: leave like a finished job (BYE first,
+            // so the launcher does not count a lost spare).
+            heartbeat.reset();
             universe = ft::Comm();
             work = ft::Comm();
             MPI_Finalize();

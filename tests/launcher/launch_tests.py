@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""End-to-end tests of flashrec-launch (run each under tools/fr-run, which adds the timeout and
+fails the test if any process is left behind).
+
+  launch_tests.py <scenario> --launcher L --mpirun M --trainer T --config C --np N [--workdir D]
+
+Scenarios:
+  hang              a SIGSTOPped rank is declared hung, killed and replaced; same checksum as
+                    the failure-free run
+  warm-relaunch     mpirun is SIGKILLed part-way; the launcher relaunches (tier 2) from the
+                    node-local snapshots; same checksum, at most 1 step replayed
+  hostile           garbage, oversize frames, a wrong token, protocol violations and idle
+                    connections hit the control plane of a real launch; the job is unaffected;
+                    the metrics endpoint answers
+  spares-exhausted  a rank dies with no spare left and no checkpoint: exit 77, reported clearly
+  hdf5-restart      the same with HDF5 checkpoints (the rank is killed once one is published): the
+                    launcher restarts with --resume (tier 3); same checksum
+
+Every scenario also checks that the job's /dev/shm segments are gone afterwards. Prints PASS on
+success, FAIL lines otherwise.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+
+FAILURES = []
+
+
+def fail(msg):
+    FAILURES.append(msg)
+    print(f"FAIL: {msg}", flush=True)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    return cond
+
+
+def job_name(config):
+    with open(config) as f:
+        m = re.search(r"name:\s*([A-Za-z0-9_-]+)", f.read())
+    return m.group(1)
+
+
+def shm_segments(job):
+    try:
+        return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}."))
+    except FileNotFoundError:
+        return []
+
+
+def checksums(text):
+    return re.findall(r"^final_checksum=([0-9a-f]{16})$", text, re.M)
+
+
+def reference_checksum(a, timeout=180):
+    """The failure-free run, straight through mpirun (no launcher, no faults)."""
+    p = subprocess.run([a.mpirun, "-n", str(a.np), a.trainer, "--config", a.config],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    sums = checksums(p.stdout)
+    if len(sums) != 1:
+        print(p.stdout[-3000:])
+        fail(f"reference run printed {len(sums)} final_checksum lines")
+        return None
+    print(f"reference (direct mpirun): final_checksum={sums[0]}", flush=True)
+    return sums[0]
+
+
+def events(path):
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                out.append(json.loads(line))
+    return out
+
+
+def launch(a, events_path, extra=(), watcher=None, timeout=240):
+    """Runs flashrec-launch; `watcher(proc, events_path)` is called every few ms while it runs."""
+    if os.path.exists(events_path):
+        os.remove(events_path)
+    cmd = [a.launcher, a.config, "--events", events_path, *extra]
+    print("running:", " ".join(cmd), flush=True)
+    log_path = events_path + ".out"
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        start = time.monotonic()
+        while p.poll() is None:
+            if time.monotonic() - start > timeout:
+                p.kill()
+                fail(f"flashrec-launch did not end within {timeout} s")
+                break
+            if watcher:
+                watcher(p, events_path)
+            time.sleep(0.005)
+        p.wait()
+    with open(log_path) as f:
+        text = f.read()
+    sys.stdout.write(text)
+    print(f"flashrec-launch exit code {p.returncode}", flush=True)
+    return p.returncode, text
+
+
+def common_end(a, job, rc, text, ev, expect_rc=0, ref=None):
+    if expect_rc is not None:
+        check(rc == expect_rc, f"flashrec-launch exit code {rc}, expected {expect_rc}")
+    if ref is not None:
+        sums = checksums(text)
+        check(len(sums) == 1, f"expected exactly one final_checksum line, got {len(sums)}")
+        check(sums == [ref], f"final checksum {sums} differs from the failure-free run's {ref}")
+    ends = [e for e in ev if e["event"] == "job_end"]
+    check(len(ends) == 1, "the event log has no job_end record")
+    left = shm_segments(job)
+    check(not left, f"/dev/shm segments of job {job} left after the launcher ended: {left}")
+    cleanup = [e for e in ev if e["event"] == "shm_cleanup"]
+    check(bool(cleanup), "no shm_cleanup record")
+    return ends[0] if ends else {}
+
+
+# ---------------------------------------------------------------------------------------------
+
+def scenario_hang(a):
+    job = job_name(a.config)
+    ref = reference_checksum(a)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    rc, text = launch(a, ev_path, ["--fault", "role=1:step=10:phase=forward:action=stop"])
+    ev = events(ev_path)
+    common_end(a, job, rc, text, ev, 0, ref)
+    hangs = [e for e in ev if e["event"] == "failure" and e.get("observed") == "hang_no_heartbeat"
+             and e.get("role") == "dp1.tp0.pp0"]
+    if check(len(hangs) == 1, f"expected one hang_no_heartbeat failure for dp1.tp0.pp0, got {len(hangs)}"):
+        h = hangs[0]
+        check(h["classification"] == "process_hang" and h["action"] == "kill_and_replace",
+              f"hang classified as {h['classification']}/{h['action']}")
+        print(f"detection: {h.get('detection_latency_ms')} ms since the last heartbeat, "
+              f"{h.get('since_injection_ms')} ms since the SIGSTOP", flush=True)
+    kills = [e for e in ev if e["event"] == "hang_kill" and e.get("result") == "killed"]
+    check(any(k["role"] == "dp1.tp0.pp0" for k in kills), "the hung rank was not killed")
+    rec = [e for e in ev if e["event"] == "recovery" and "dp1.tp0.pp0" in e.get("failed_roles", [])]
+    check(len(rec) >= 1, "no in-job recovery record for dp1.tp0.pp0")
+    if rec:
+        print(f"recovery: tier {rec[0].get('tier')}, {rec[0].get('replacement')}, "
+              f"{rec[0].get('total_ms')} ms, {rec[0].get('steps_replayed')} step(s) replayed", flush=True)
+    cleared = [e for e in ev if e["event"] == "stall_cleared"]
+    if cleared:
+        print(f"note: {len(cleared)} stall declaration(s) cleared on confirmation", flush=True)
+    extra = [e for e in ev if e["event"] == "hang_kill" and e["role"] != "dp1.tp0.pp0"]
+    check(not extra, f"healthy ranks were killed as hung: {[e['role'] for e in extra]}")
+
+
+def scenario_warm_relaunch(a):
+    job = job_name(a.config)
+    ref = reference_checksum(a)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    state = {"killed": None, "pid": None}
+
+    def watcher(proc, path):
+        if state["killed"]:
+            return
+        step, pid = -1, None
+        for e in events_tail(path):
+            if e["event"] == "launch":
+                pid = e["pid"]
+            elif e["event"] == "step":
+                step = max(step, e["step"])
+        if pid and step >= 100:
+            os.kill(pid, signal.SIGKILL)
+            state["killed"] = time.time()
+            state["pid"] = pid
+            print(f"test: SIGKILLed mpirun (pid {pid}) at step {step}", flush=True)
+
+    rc, text = launch(a, ev_path, watcher=watcher)
+    ev = events(ev_path)
+    check(state["killed"] is not None, "the test never got to kill mpirun (job too short?)")
+    common_end(a, job, rc, text, ev, 0, ref)
+    rel = [e for e in ev if e["event"] == "warm_relaunch"]
+    if check(len(rel) == 1, f"expected one warm_relaunch record, got {len(rel)}"):
+        r = rel[0]
+        check(r.get("outcome") == "resumed", f"warm relaunch outcome {r.get('outcome')}")
+        check(r.get("steps_replayed", 99) <= 1, f"{r.get('steps_replayed')} steps replayed (at most 1 allowed)")
+        for phase in ("detect", "teardown", "launch", "restore"):
+            check(phase in r.get("phases_ms", {}), f"warm_relaunch has no {phase} phase")
+        if state["killed"] and "resumed_unix_ms" in r:
+            print(f"kill -> every rank back in the step loop: "
+                  f"{r['resumed_unix_ms'] - state['killed'] * 1000:.0f} ms (by the test's clock)", flush=True)
+        print(f"warm relaunch: total {r.get('total_ms')} ms, phases {r.get('phases_ms')}, "
+              f"restored version {r.get('restored_version')}, {r.get('steps_replayed')} step(s) replayed",
+              flush=True)
+    launches = [e for e in ev if e["event"] == "launch"]
+    check(len(launches) == 2 and launches[1].get("relaunch") is True,
+          "the second launch did not carry FLASHREC_RELAUNCH")
+    td = [e for e in ev if e["event"] == "teardown" and e.get("attempt") == 1]
+    check(bool(td) and td[0].get("complete"), "the old job was not completely torn down")
+
+
+def events_tail(path, _cache={}):
+    """Events appended since the last call (the watcher polls every few ms)."""
+    pos, items = _cache.get(path, (0, []))
+    if not os.path.exists(path):
+        return items
+    with open(path) as f:
+        f.seek(pos)
+        chunk = f.read()
+    complete = chunk[: chunk.rfind("\n") + 1]
+    for line in complete.splitlines():
+        if line.strip():
+            items.append(json.loads(line))
+    _cache[path] = (pos + len(complete.encode()), items)
+    return items
+
+
+def frame(payload):
+    return struct.pack("<I", len(payload)) + payload
+
+
+def hello(token, role=b"dp0.tp0.pp0", version=1, pid=4242):
+    host = b"attacker"
+    return frame(bytes([1, version]) + token + struct.pack("<ii", 0, pid) + bytes([len(role)]) + role +
+                 bytes([len(host)]) + host)
+
+
+def attack(endpoint, rng):
+    host, port = endpoint.rsplit(":", 1)
+    port = int(port)
+    sent = {}
+
+    def send(name, data, close=True):
+        try:
+            s = socket.create_connection((host, port), timeout=2)
+            s.sendall(data)
+            if close:
+                time.sleep(0.01)
+                s.close()
+                return None
+            return s
+        except OSError as e:
+            print(f"attack {name}: {e}")
+            return None
+        finally:
+            sent[name] = sent.get(name, 0) + 1
+
+    for _ in range(20):
+        send("garbage", bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4096))))
+    send("oversize", struct.pack("<I", 0xFFFFFFFF) + b"x" * 64)
+    send("oversize-before-hello", frame(b"\x01" + b"y" * 2000))
+    send("zero-length", struct.pack("<I", 0))
+    send("unknown-type", frame(b"\x09abc"))
+    send("wrong-token", hello(bytes(rng.getrandbits(8) for _ in range(16))))
+    send("bad-version", hello(b"\x00" * 16, version=7))
+    send("heartbeat-first", frame(b"\x02" + struct.pack("<qB", 5, 1)))
+    send("truncated-hello", hello(b"\x00" * 16)[:20])
+    idle = [send("idle", b"", close=False) for _ in range(20)]
+    for s in idle:
+        if s:
+            s.close()
+    return sent
+
+
+def scenario_hostile(a):
+    job = job_name(a.config)
+    ref = reference_checksum(a)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    rng = random.Random(1234)
+    state = {"attacked": 0, "metrics": None, "during_run": False}
+
+    def watcher(proc, path):
+        ev = events_tail(path)
+        endpoint = next((e["control"] for e in ev if e["event"] == "layout"), None)
+        metrics = next((e["metrics"] for e in ev if e["event"] == "layout"), None)
+        running = any(e["event"] == "job_running" for e in ev)
+        if endpoint and state["attacked"] == 0:
+            attack(endpoint, rng)  # before the ranks connect
+            state["attacked"] = 1
+        if endpoint and running and state["attacked"] == 1:
+            attack(endpoint, rng)  # while they train
+            state["attacked"] = 2
+            state["during_run"] = not any(e["event"] == "job_end" for e in ev)
+            if metrics:
+                try:
+                    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=2) as r:
+                        state["metrics"] = r.read().decode()
+                except OSError as e:
+                    state["metrics"] = f"error: {e}"
+
+    rc, text = launch(a, ev_path, watcher=watcher)
+    ev = events(ev_path)
+    common_end(a, job, rc, text, ev, 0, ref)
+    check(state["attacked"] == 2, "the control plane was not attacked twice")
+    drops = {}
+    for e in ev:
+        if e["event"] == "connection_dropped":
+            drops[e["reason"]] = drops.get(e["reason"], 0) + 1
+    print(f"connections dropped by reason: {drops}", flush=True)
+    for reason in ("bad_token", "oversize_frame", "protocol_violation", "unsupported_version"):
+        check(drops.get(reason, 0) >= 1, f"no connection dropped for {reason}")
+    check(sum(drops.values()) >= 40, f"only {sum(drops.values())} hostile connections were dropped")
+    failures = [e for e in ev if e["event"] == "failure"]
+    check(not failures, f"hostile input was taken for a rank failure: {failures}")
+    m = state["metrics"] or ""
+    check("flashrec_steps_completed" in m and "flashrec_up" in m, f"metrics endpoint answered: {m[:200]!r}")
+    if "flashrec_control_plane_drops_total" in m:
+        print("metrics endpoint: ok (" + str(len(m.splitlines())) + " lines)", flush=True)
+
+
+def scenario_spares_exhausted(a):
+    job = job_name(a.config)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    rc, text = launch(a, ev_path, ["--fault", "role=2:step=20:action=kill"])
+    ev = events(ev_path)
+    end = common_end(a, job, rc, text, ev, 77, None)
+    check(end.get("outcome") == "spares_exhausted", f"job_end outcome {end.get('outcome')}")
+    check(re.search(r"spares exhausted", text) is not None, "no clear 'spares exhausted' message")
+    deaths = [e for e in ev if e["event"] == "failure" and e.get("classification") == "spares_exhausted"]
+    check(len(deaths) == 1, "the job's death was not classified spares_exhausted")
+    cleanup = [e for e in ev if e["event"] == "shm_cleanup"]
+    if cleanup:
+        check(cleanup[0].get("segments_removed", 0) > 0,
+              "the dead job left no segments to clean (expected the survivors' snapshots)")
+        print(f"shm_cleanup removed {cleanup[0].get('segments_removed')} segment(s)", flush=True)
+
+
+def scenario_hdf5_restart(a):
+    job = job_name(a.config)
+    with open(a.config) as f:
+        ckpt = re.search(r'dir:\s*"([^"]+)"', f.read()).group(1)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    ref = reference_checksum(a)
+    shutil.rmtree(ckpt, ignore_errors=True)  # the launcher's run must use its own checkpoints
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    state = {"killed": None}
+
+    def watcher(proc, path):
+        # Once a checkpoint is published, SIGKILL the process of role dp2 (no spare: exit 77).
+        if state["killed"]:
+            return
+        ev = events_tail(path)
+        pid = next((e["pid"] for e in reversed(ev) if e["event"] == "rank_registered"
+                    and e["role"] == "dp2.tp0.pp0"), None)
+        if pid and any(e["event"] == "checkpoint" for e in ev):
+            os.kill(pid, signal.SIGKILL)
+            state["killed"] = pid
+            print(f"test: a checkpoint is published; SIGKILLed dp2.tp0.pp0 (pid {pid})", flush=True)
+
+    rc, text = launch(a, ev_path, watcher=watcher)
+    ev = events(ev_path)
+    check(state["killed"] is not None, "the test never got to kill a rank (no checkpoint published?)")
+    common_end(a, job, rc, text, ev, 0, ref)
+    deaths = [e for e in ev if e["event"] == "failure" and e.get("classification") == "spares_exhausted"]
+    check(len(deaths) == 1, "the job's death was not classified spares_exhausted")
+    restarts = [e for e in ev if e["event"] == "cold_restart"]
+    if check(len(restarts) == 1, f"expected one cold_restart record, got {len(restarts)}"):
+        r = restarts[0]
+        check(r.get("outcome") == "resumed", f"cold restart outcome {r.get('outcome')}")
+        print(f"HDF5 restart from step {r.get('checkpoint_step')}: total {r.get('total_ms')} ms, "
+              f"{r.get('steps_replayed')} step(s) replayed", flush=True)
+    launches = [e for e in ev if e["event"] == "launch"]
+    check(len(launches) == 2 and launches[1].get("resume") is True, "the restart did not pass --resume")
+    shutil.rmtree(ckpt, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=["hang", "warm-relaunch", "hostile", "spares-exhausted", "hdf5-restart"])
+    ap.add_argument("--launcher", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--trainer", required=True)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--np", type=int, required=True)
+    ap.add_argument("--workdir", default=os.getcwd())
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    {"hang": scenario_hang, "warm-relaunch": scenario_warm_relaunch, "hostile": scenario_hostile,
+     "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart}[a.scenario](a)
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed", flush=True)
+        return 1
+    print(f"PASS {a.scenario}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
