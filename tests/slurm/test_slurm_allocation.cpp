@@ -49,13 +49,29 @@ private:
 
 bool have_scontrol() { return std::system("command -v scontrol >/dev/null 2>&1") == 0; }
 
-// A minimal slurm.conf: scontrol must find a config, or it would ask DNS.
+// A minimal slurm.conf (scontrol must find a config, or it would ask DNS), removed at exit.
+class MinimalConf {
+public:
+    MinimalConf()
+        : dir_(std::filesystem::temp_directory_path() / ("flashrec-slurm-unit-" + std::to_string(::getpid()))) {
+        std::filesystem::create_directories(dir_);
+        std::ofstream(dir_ / "slurm.conf") << "ClusterName=unit\nSlurmctldHost=localhost\n";
+    }
+    ~MinimalConf() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    MinimalConf(const MinimalConf&) = delete;
+    MinimalConf& operator=(const MinimalConf&) = delete;
+    std::string path() const { return (dir_ / "slurm.conf").string(); }
+
+private:
+    std::filesystem::path dir_;
+};
+
 std::string minimal_conf() {
-    auto dir = std::filesystem::temp_directory_path() / ("flashrec-slurm-unit-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    auto path = dir / "slurm.conf";
-    std::ofstream(path) << "ClusterName=unit\nSlurmctldHost=localhost\n";
-    return path.string();
+    static MinimalConf conf;
+    return conf.path();
 }
 
 std::string message_of(auto&& f) {
@@ -161,9 +177,12 @@ TEST_CASE("expand_nodelist uses scontrol and refuses to run without a Slurm conf
         CHECK(message_of([] { fs::expand_nodelist("a[1-2]"); }).find("SLURM_CONF=/nonexistent/slurm.conf") !=
               std::string::npos);
     }
-    if (!std::filesystem::exists("/etc/slurm/slurm.conf") && !std::filesystem::exists("/run/slurm/conf/slurm.conf")) {
+    // Only where no default config exists (else Slurm would rightly use it).
+    if (!std::filesystem::exists("/etc/slurm/slurm.conf") &&
+        !std::filesystem::exists("/run/slurm/conf/slurm.conf")) {
         EnvVar c("SLURM_CONF", nullptr);
-        CHECK(message_of([] { fs::expand_nodelist("a[1-2]"); }).find("SLURM_CONF is not set") != std::string::npos);
+        CHECK(message_of([] { fs::expand_nodelist("a[1-2]"); }).find("SLURM_CONF is not set") !=
+              std::string::npos);
     }
 }
 
