@@ -36,6 +36,11 @@ Protection::Protection(ProtectionSetup setup, Comm replication)
       own_(setup_.job, setup_.store_prefix + setup_.role_key, full_layout(setup_.regions)) {
     if (setup_.chunk_bytes == 0 || setup_.chunk_bytes > (1u << 30))
         throw Error("protection.chunk_bytes must be between 1 byte and 1 GiB");
+    if (!setup_.copier) {
+        std::vector<LiveRegion> live;
+        for (const auto& r : setup_.regions) live.push_back({r.data, r.bytes});
+        setup_.copier = std::make_shared<HostRegionCopier>(std::move(live));
+    }
     for (const auto& p : setup_.predecessors) {
         std::size_t bytes = 0;
         for (const auto& b : p.payload) bytes += b.bytes;
@@ -149,26 +154,30 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
         }
     }
 
-    // Own snapshot: copy chunk by chunk, sending each payload chunk as soon as it is copied.
+    // Own snapshot: copied chunk by chunk (memcpy, or D2H on the copier's stream); each chunk is
+    // hashed and each payload chunk sent to the successors as soon as it has landed.
     WriteView own = own_.begin_write(step, epoch);
-    int payload_index = 0;
+    std::vector<std::span<std::byte>> destinations;
+    std::vector<int> payload_tag;  // per region: its index in the payload, -1 if not sent
+    int next_tag = 0;
     for (std::size_t b = 0; b < setup_.regions.size(); ++b) {
-        const ProtectedRegion& region = setup_.regions[b];
-        auto dst = own.buffers[b].bytes;
-        const auto* src = static_cast<const std::byte*>(region.data);
-        for (std::size_t off = 0; off < region.bytes; off += chunk) {
-            const std::size_t n = std::min(chunk, region.bytes - off);
-            std::memcpy(dst.data() + off, src + off, n);
-            own_.note_written(b, off, n);
-            timing.copied_bytes += n;
-            if (!region.replicate) continue;
-            for (const auto& succ : setup_.successors) {
-                transfers.send(dst.data() + off, n, succ.rank, payload_index);
-                timing.sent_bytes += n;
-            }
-        }
-        if (region.replicate) ++payload_index;
+        destinations.push_back(own.buffers[b].bytes);
+        payload_tag.push_back(setup_.regions[b].replicate ? next_tag++ : -1);
     }
+    const auto chunks = plan_save(*setup_.copier, destinations, chunk);
+    setup_.copier->save(
+        chunks,
+        [&](std::size_t i) {
+            const SaveChunk& c = chunks[i];
+            own_.note_written(c.region, c.offset, c.bytes);
+            timing.copied_bytes += c.bytes;
+            if (payload_tag[c.region] < 0) return;
+            for (const auto& succ : setup_.successors) {
+                transfers.send(c.dst, c.bytes, succ.rank, payload_tag[c.region]);
+                timing.sent_bytes += c.bytes;
+            }
+        },
+        &aborted_);
     if (setup_.during_replication) setup_.during_replication(step);
 
     transfers.wait("replication", &aborted_);
@@ -192,8 +201,9 @@ void Protection::restore_own(std::int64_t step) {
     if (!view.ok)
         throw CorruptState(own_.role_key(), "", "cannot restore step " + std::to_string(step) +
                                                     ": " + view.problem);
-    for (std::size_t b = 0; b < setup_.regions.size(); ++b)
-        std::memcpy(setup_.regions[b].data, view.buffers[b].bytes.data(), setup_.regions[b].bytes);
+    std::vector<std::span<const std::byte>> sources;
+    for (const auto& buffer : view.buffers) sources.push_back(buffer.bytes);
+    setup_.copier->restore(plan_restore(*setup_.copier, sources));
 }
 
 }  // namespace flashrec::ft

@@ -10,12 +10,14 @@
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "flashrec/ft/comm.hpp"
+#include "flashrec/ft/region_copier.hpp"
 #include "flashrec/ft/snapshot.hpp"
 
 namespace flashrec::ft {
@@ -55,6 +57,9 @@ struct ProtectionSetup {
     std::size_t chunk_bytes = 4 << 20;
     // Called by the background thread once its transfers are under way (fault injection).
     std::function<void(std::int64_t step)> during_replication;
+    // Moves bytes between the live regions and host memory: memcpy when empty (host state),
+    // gpu::DeviceSnapshotCopier for state on a GPU (cudaMemcpyAsync into pinned shm).
+    std::shared_ptr<RegionCopier> copier;
 };
 
 class Protection {
