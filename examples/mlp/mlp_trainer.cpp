@@ -15,16 +15,11 @@
 #include <random>
 #include <vector>
 
+#include "mlp_shape.hpp"
+
 namespace {
 
-struct Shape {
-    std::size_t in, hidden, out;
-    std::size_t w1() const { return 0; }
-    std::size_t b1() const { return hidden * in; }
-    std::size_t w2() const { return b1() + hidden; }
-    std::size_t b2() const { return w2() + out * hidden; }
-    std::size_t size() const { return b2() + out; }
-};
+using mlp::Shape;
 
 // One sample through the MLP `p`: hidden activations `h`, outputs `out`.
 void forward(const Shape& s, const std::vector<float>& p, const float* x, float* h, float* out) {

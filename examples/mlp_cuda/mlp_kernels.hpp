@@ -9,17 +9,11 @@
 
 #include <cstddef>
 
+#include "mlp_shape.hpp"
+
 namespace mlp_cuda {
 
-// Offsets of the parameter blocks in one flat float array (same layout as examples/mlp).
-struct Shape {
-    std::size_t in, hidden, out;
-    std::size_t w1() const { return 0; }
-    std::size_t b1() const { return hidden * in; }
-    std::size_t w2() const { return b1() + hidden; }
-    std::size_t b2() const { return w2() + out * hidden; }
-    std::size_t size() const { return b2() + out; }
-};
+using Shape = mlp::Shape;  // the same layout as examples/mlp
 
 // h[n, :] = tanh(W1 x[n] + b1), out[n, :] = W2 h[n] + b2 for n < batch.
 cudaError_t forward(const Shape& s, const float* params, const float* x, float* h, float* out,
