@@ -10,7 +10,10 @@
    measured in the same run, the three methods rotating within each repetition. The first
    repetition is a warm-up and not counted; figures are medians over the others.
 2. Step time of the example trainer with a large model (--model), checkpoint every --every steps
-   vs never: runs alternate (never, every, every, never, ...) --pairs times; each run's mean step
+   vs never. Within each checkpointing run: the mean step time over all steps vs over the steps
+   during which no checkpoint was in flight (interleaved in time, so they share the machine's
+   load of the moment; this is the figure to read on a shared machine). Between runs: runs
+   alternate (never, every, every, never, ...) --pairs times; each run's mean step
    time is taken from the times its per-step "step N loss" lines were printed (each line stamped
    by a wrapper around the trainer) over steps [--every/2, --steps), a window that holds the
    checkpoints; the ratio is computed per pair, the median reported.
@@ -74,6 +77,12 @@ def write_bench(a):
         if "checkpoint: step" in line and "published" in line:
             print("   ", line[line.index("checkpoint:"):])
     rows = {}
+    # Paired: each repetition's aggregate vs dd's in the same repetition (adjacent in time, so
+    # they share the storage's mood of the moment); repetition 0 is the warm-up.
+    for what in ("rankfile", "checkpoint"):
+        pairs = [mbps(*o["all"]) / mbps(*d["all"]) for o, d in zip(results.get(what, [])[1:], results.get("dd", [])[1:])]
+        if pairs:
+            rows.setdefault("paired", {})[what] = {"median": statistics.median(pairs), "all": pairs}
     for what, occurrences in results.items():
         counted = occurrences[1:] if len(occurrences) > 1 and what in ("dd", "rankfile", "checkpoint") else occurrences
         ranks = sorted(k for k in counted[0] if k != "all")
@@ -102,8 +111,36 @@ def trainer_config(a, path, name, every, steps, extra=""):
 
 # Each rank's stdout goes through this, which stamps every line with the wall-clock time it was
 # printed at (fr-run hands the output over only at the end, so arrival times say nothing).
-STAMP = ['bash', '-c', 'stdbuf -oL "$@" | while IFS= read -r line; do printf "@%s %s\\n" "$EPOCHREALTIME" "$line"; done',
+STAMP = ['bash', '-c', 'stdbuf -oL "$@" 2>&1 | while IFS= read -r line; do printf "@%s %s\\n" "$EPOCHREALTIME" "$line"; done',
          'stamp']
+
+
+def within_run_ratio(lines, first, last):
+    """Mean step time over [first, last] / mean step time of the steps during which no checkpoint
+    was in flight, in the same run: both sets share the machine's load of the moment, so drifting
+    load (other jobs) cancels out. A checkpoint of step v is in flight from the line of step v-1
+    (its sync point is in step v) to its "published" line."""
+    t, busy = {}, []
+    for _, line in lines:
+        m = re.match(r"^@([0-9.]+) step (\d+) loss", line)
+        if m:
+            t[int(m.group(2))] = float(m.group(1))
+            continue
+        m = re.match(r"^@([0-9.]+) .*checkpoint: step (\d+) published", line)
+        if m:
+            busy.append((int(m.group(2)), float(m.group(1))))
+    intervals = [(t[v - 1], end) for v, end in busy if v - 1 in t]
+    all_steps, clean = [], []
+    for n in range(first + 1, last + 1):
+        if n not in t or n - 1 not in t:
+            continue
+        a, b = t[n - 1], t[n]
+        all_steps.append(b - a)
+        if not any(a < e and s < b for s, e in intervals):
+            clean.append(b - a)
+    if not clean:
+        return float("nan"), 0, 0
+    return (statistics.mean(all_steps) / statistics.mean(clean), len(all_steps) - len(clean), len(all_steps))
 
 
 def mean_step_s(lines, first, last):
@@ -121,6 +158,7 @@ def step_ratio(a):
     pairs = []
     published = []
     work = []  # background seconds per checkpoint on the slowest rank (copy-out + file)
+    within = []  # per "every" run: mean step / mean step without a checkpoint in flight
     first = max(1, a.every // 2)
     for p in range(a.pairs):
         order = [0, a.every] if p % 2 == 0 else [a.every, 0]
@@ -132,6 +170,10 @@ def step_ratio(a):
             lines, _ = mpirun(a.train_ranks, STAMP + [a.trainer, "--config", cfg], timeout=1800, timestamps=True)
             got[every] = mean_step_s(lines, first, a.steps - 1)
             if every:
+                ratio, affected, total = within_run_ratio(lines, first, a.steps - 1)
+                within.append(ratio)
+                print(f"      within the run: {affected} of {total} steps overlapped a checkpoint; mean step / "
+                      f"mean of the other steps = {ratio:.3f}")
                 pub = [l for _, l in lines if re.search(r"checkpoint: step \d+ published", l)]
                 published.append(len(pub))
                 for l in pub:
@@ -145,7 +187,8 @@ def step_ratio(a):
     return {"never_ms": statistics.median(n for n, _ in pairs) * 1e3,
             "every_ms": statistics.median(w for _, w in pairs) * 1e3,
             "ratio": statistics.median(ratios), "ratios": ratios, "published": published,
-            "work_s": statistics.median(work) if work else float("nan")}
+            "work_s": statistics.median(work) if work else float("nan"),
+            "within": statistics.median(within), "withins": within}
 
 
 # ---- 3b: restore phase of real recoveries -------------------------------------------------
@@ -205,6 +248,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--recovery-runs", type=int, default=3)
     ap.add_argument("--skip", action="append", default=[], choices=["write", "steps", "recovery"])
+    ap.add_argument("--json", help="also write the figures and the table here (bench/run.py uses it)")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     print(f"storage: {a.dir} ({os.statvfs(a.dir).f_bsize} B blocks); {os.cpu_count()} CPUs; "
@@ -221,27 +265,40 @@ def main():
         print(f"3. restore phase of real recoveries: model {a.model}, 4 ranks + 2 hot spares")
         r = recovery_restore(a)
 
-    print()
-    print("| measurement | per rank MB/s (min / median / max) | aggregate | vs dd |")
-    print("| --- | --- | --- | --- |")
+    table = []
+
+    def out(line=""):  # printed, and kept for --json
+        table.append(line)
+        print(line)
+
+    out()
+    out("| measurement | per rank MB/s (min / median / max) | aggregate | vs dd |")
+    out("| --- | --- | --- | --- |")
     if w:
         dd = w["dd"]["agg"]
         labels = {"dd": "plain write + fsync (dd-style)", "rankfile": "HDF5 rank file (write_rank_file)",
                   "checkpoint": "whole checkpoint (Checkpointer, background protocol)"}
         for key in ("dd", "rankfile", "checkpoint"):
             x = w[key]
-            print(f"| write: {labels[key]}, {x['bytes'] / 1e6:.0f} MB | {x['rank_min']:.0f} / {x['rank_med']:.0f} / "
+            paired = w.get("paired", {}).get(key)
+            vs = (f"median of per-repetition ratios {paired['median'] * 100:.0f} % "
+                  f"({', '.join(f'{p * 100:.0f}' for p in paired['all'])}); " if paired else "")
+            out(f"| write: {labels[key]}, {x['bytes'] / 1e6:.0f} MB | {x['rank_min']:.0f} / {x['rank_med']:.0f} / "
                   f"{x['rank_max']:.0f} | {x['agg']:.0f} MB/s ({x['agg_s']:.3f} s) | "
-                  f"{x['agg'] / dd * 100:.0f} % (per-rank median {x['rank_med'] / w['dd']['rank_med'] * 100:.0f} %) |")
+                  f"{vs}medians {x['agg'] / dd * 100:.0f} % aggregate, "
+                  f"{x['rank_med'] / w['dd']['rank_med'] * 100:.0f} % per rank |")
         labels = {"hdf5-cold": "restore from HDF5, page cache dropped", "hdf5-warm": "restore from HDF5, page cache warm",
                   "shm": "restore from own shm snapshot (memcpy)", "replica": "restore from a peer's copy over MPI"}
         for key in ("hdf5-cold", "hdf5-warm", "shm", "replica"):
             if key in w:
                 x = w[key]
-                print(f"| {labels[key]} | {x['rank_min']:.0f} / {x['rank_med']:.0f} / {x['rank_max']:.0f} | "
+                out(f"| {labels[key]} | {x['rank_min']:.0f} / {x['rank_med']:.0f} / {x['rank_max']:.0f} | "
                       f"{x['agg']:.0f} MB/s ({x['agg_s']:.3f} s) | |")
     if s:
-        print(f"| step time, checkpoint every {a.every} vs never | never {s['never_ms']:.1f} ms, every {a.every} "
+        out(f"| step time within each checkpointing run: all steps vs steps with no checkpoint in flight | "
+              f"median ratio {s['within']:.3f} (runs: {', '.join(f'{x:.3f}' for x in s['withins'])}) | | "
+              f"target <= 1.02 |")
+        out(f"| step time, checkpoint every {a.every} vs never | never {s['never_ms']:.1f} ms, every {a.every} "
               f"{s['every_ms']:.1f} ms | ratio {s['ratio']:.3f} (pairs: "
               f"{', '.join(f'{x:.3f}' for x in s['ratios'])}) | target <= 1.02; checkpoints published per run "
               f"{s['published']}; background work per checkpoint {s['work_s']:.3f} s = "
@@ -250,10 +307,14 @@ def main():
         for tier in (1, 3):
             x = r[tier]
             what = "from snapshots + ring replicas" if tier == 1 else "from the HDF5 checkpoint"
-            print(f"| recovery tier {tier} ({what}), {x['bytes'] / 1e6:.1f} MB per role, median of {x['n']} | "
+            out(f"| recovery tier {tier} ({what}), {x['bytes'] / 1e6:.1f} MB per role, median of {x['n']} | "
                   f"restore phase {x['restore']:.1f} ms | rebuild phase {x['rebuild']:.1f} ms"
                   f"{' (includes verifying every file of the checkpoint)' if tier == 3 else ''}, "
                   f"total {x['total']:.1f} ms | |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"write": w, "steps": s, "recovery": {str(k): v for k, v in (r or {}).items()},
+                       "settings": vars(a), "table": "\n".join(table).strip() + "\n"}, f, indent=1, default=str)
     return 0
 
 

@@ -37,8 +37,6 @@
 #include "flashrec/runtime/checkpointing.hpp"
 
 #include <mpi.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,7 +46,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -131,32 +128,6 @@ TestPause test_pause() {
         pause.before_check = std::strcmp(where, "before-check") == 0;
     }
     return pause;
-}
-
-// Nice value of the thread that writes a rank file. The write has no deadline (the next
-// checkpoint is every_steps steps away, and a late one is skipped), while the step loop's
-// threads have one every step: where they keep every core busy (a CPU-only job), the write
-// yields to them. The copy-out before it has a deadline (about one step) and runs at the
-// worker's normal priority. Raising a thread's nice value needs no privilege.
-constexpr int kWriterNice = 10;
-
-// write_rank_file on a short-lived thread at nice kWriterNice (per-thread on Linux), joined.
-ft::RankFileEntry write_in_background(const ft::CheckpointWriter& writer, const fs::path& staging,
-                                      const std::string& role, const ft::CheckpointInfo& info,
-                                      const std::vector<ft::BufferToSave>& save) {
-    ft::RankFileEntry entry;
-    std::exception_ptr failure;
-    std::thread thread([&] {
-        (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kWriterNice);  // best effort
-        try {
-            entry = writer.write_rank_file(staging, role, info, save);
-        } catch (...) {
-            failure = std::current_exception();
-        }
-    });
-    thread.join();
-    if (failure) std::rethrow_exception(failure);
-    return entry;
 }
 
 // One topology epoch's worth of checkpointing: a communicator and who this process is in it.
@@ -380,11 +351,12 @@ void Checkpointer::State::run(const std::shared_ptr<Generation>& g, std::int64_t
                          "the previous checkpoint; writing step " + std::to_string(version) + " instead");
         write(*g, version);
     } catch (const MpiError& e) {
-        if (!g->aborted && g->rank == 0) log_line(me, std::string("abandoned: ") + e.what());
+        if (!g->aborted && g->rank == 0)
+            log_line(me, std::string("abandoned: ") + e.what() + "; no more checkpoints until the next repair");
         // Peers still inside a collective of this checkpoint must not wait for this process.
         abort_generation(*g);
     } catch (const std::exception& e) {
-        log_line(me, std::string("abandoned: ") + e.what());
+        log_line(me, std::string("abandoned: ") + e.what() + "; no more checkpoints until the next repair");
         abort_generation(*g);
     }
 }
@@ -476,13 +448,13 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
                             "step)");
         }
         const auto t = Clock::now();
-        const ft::RankFileEntry entry = write_in_background(writer, staging, id.role_key, info, save);
+        const ft::RankFileEntry entry = writer.write_rank_file(staging, id.role_key, info, save);
         write_s = seconds_since(t);
         if (!maybe_pause(g, version, false)) return;
         char timing[64];
         std::snprintf(timing, sizeof timing, "%.6f %.6f ", copy_s, write_s);
         report = std::string("1") + timing + entry.to_json_text();
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // flashrec::Error, or bad_alloc of the private copy
         report = "0" + id.role_key + ": " + e.what();
     }
     if (g.aborted) return;
@@ -519,9 +491,13 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
               comm);
     if (rank != 0) return;
     if (!ok) {
+        // Every rank is past the agreement, so none writes into the staging directory any more.
+        std::error_code error;
+        if (!g.aborted && !staging.empty()) fs::remove_all(staging, error);
         log_line(id.role_key, "step " + std::to_string(version) + " abandoned, not published: " +
                                   (why.empty() ? "a rank failed" : why) +
-                                  " (its staging directory is removed at the next checkpoint)");
+                                  (g.aborted || error ? " (its staging directory is removed at the next checkpoint)"
+                                                      : " (its staging directory was removed)"));
         return;
     }
     fs::path published;

@@ -164,7 +164,7 @@ def all_ranks(step, phase="forward", action="exit"):
 # ---- scenarios -----------------------------------------------------------------------------
 
 def layout(e):
-    r = e.run(e.config(every=10, keep=2, steps=60), 4)
+    r = e.run(e.config(every=10, keep=2, steps=80), 4)
     expect(r["checksum"], "the run finished", r)
     expect(len(r["published"]) >= 3, f"at least 3 checkpoints were published (got {r['published']})", r)
     expect(re.search(r"checkpoint: step \d+ published in .*: 4 files, \d+ bytes in [0-9.]+ s \([0-9.]+ MB/s", r["out"]),
@@ -172,7 +172,7 @@ def layout(e):
     state = e.inspect()
     newest = sorted(r["published"])[-2:]
     expect(state["complete"] == newest, f"only the newest 2 remain: {state['complete']} == {newest}")
-    expect(not state["bad"] and not state["staging"], "every step dir verifies; no staging dir left")
+    expect(not state["bad"] and not state["staging"], "every step dir verifies; no staging dir left", r)
     for step in newest:
         d = e.step_dir(step)
         with open(os.path.join(d, "manifest.json")) as f:
@@ -205,7 +205,7 @@ def resume(e):
 
 
 def corrupt(e):
-    cfg = e.config(every=10, keep=3, steps=40)
+    cfg = e.config(every=10, keep=3, steps=50)
     r1 = e.run(cfg, 4, label="failure-free, with checkpoints")
     want = r1["checksum"]
     expect(want, "the first run finished", r1)
@@ -251,9 +251,10 @@ def tier3(e):
 def crash_whole(e):
     cfg = e.config(every=10, keep=2, steps=30, spawn=False)
     # The first checkpoint (step 10) waits 20 s after writing its rank files; the whole job dies
-    # at step 12, in the middle of it.
-    r = e.run(cfg, 4, faults=all_ranks(12), env={"FLASHREC_TEST_CHECKPOINT_PAUSE": "10:20000"},
-              label="all ranks exit at step 12, mid-checkpoint")
+    # at step 18, in the middle of it (a few steps after it was due, so that every rank has
+    # surely written its file by then).
+    r = e.run(cfg, 4, faults=all_ranks(18), env={"FLASHREC_TEST_CHECKPOINT_PAUSE": "10:20000"},
+              label="all ranks exit at step 18, mid-checkpoint")
     expect(r["checksum"] is None, "the job died", r)
     expect("test pause of 20000 ms in step 10" in r["out"], "the checkpoint of step 10 was in flight", r)
     e.remove_snapshots()
@@ -270,9 +271,12 @@ def crash_in_job(e):
     want = reference(e, steps=30, every=5, keep=5, spares=1, ranks=5)
     cfg = e.config(every=5, keep=5, steps=30, spares=1)
     # The first checkpoint (step 5) waits 20 s after writing its rank files; dp1 is killed at
-    # step 7 while it waits (recovery resumes at step 6, so step 5 is not replayed).
-    r = e.run(cfg, 5, faults=["role=1:step=7:phase=forward:action=kill"],
-              env={"FLASHREC_TEST_CHECKPOINT_PAUSE": "5:20000"}, label="dp1 killed at step 7, mid-checkpoint")
+    # step 9 while it waits (a few steps after step 5, so that every rank has surely written its
+    # file; recovery resumes at step 9, so step 5 is not replayed). In the optimizer phase, when
+    # no replication transfer is in flight: a kill during one could crash a survivor inside MPI
+    # (a receive landing in an unmapped peer snapshot; not the checkpoint's doing).
+    r = e.run(cfg, 5, faults=["role=1:step=9:phase=optimizer:action=kill"],
+              env={"FLASHREC_TEST_CHECKPOINT_PAUSE": "5:20000"}, label="dp1 killed at step 9 (optimizer), mid-checkpoint")
     expect("test pause of 20000 ms in step 5" in r["out"], "the checkpoint of step 5 was in flight", r)
     records = [x for x in r["events"] if x.get("event") == "recovery"]
     expect(records and all(x.get("tier") == 1 for x in records), f"in-job recovery, tier 1 ({records})", r)
@@ -288,8 +292,10 @@ def crash_in_job(e):
 
 
 def rewritten(e):
+    # Step 10 is the first checkpoint (nothing else in flight); it waits 3 s between copying the
+    # snapshot out and checking the slot, during which the loop goes on and rewrites the slot.
     cfg = e.config(every=10, keep=3, steps=40)
-    r = e.run(cfg, 4, env={"FLASHREC_TEST_CHECKPOINT_PAUSE": "10:1000:before-check"},
+    r = e.run(cfg, 4, env={"FLASHREC_TEST_CHECKPOINT_PAUSE": "10:3000:before-check"},
               label="slot of step 10 rewritten while copied out")
     expect(r["checksum"], "the run finished", r)
     expect(re.search(r"step 10 abandoned, not published: dp\d\.tp0\.pp0: the snapshot slot of step 10 was "
@@ -299,6 +305,7 @@ def rewritten(e):
     expect(10 not in r["published"], "step 10 was never published", r)
     state = e.inspect()
     expect(10 not in state["complete"] and not state["bad"], "no step-00000010; every step dir verifies")
+    expect(not state["staging"], "the abandoned checkpoint's staging directory was removed at once")
 
 
 SCENARIOS = {f.__name__: f for f in (layout, resume, corrupt, tier3, crash_whole, crash_in_job, rewritten)}
