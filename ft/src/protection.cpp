@@ -196,14 +196,4 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     last_ = timing;
 }
 
-void Protection::restore_own(std::int64_t step) {
-    const SnapshotView view = own_.committed(step);
-    if (!view.ok)
-        throw CorruptState(own_.role_key(), "", "cannot restore step " + std::to_string(step) +
-                                                    ": " + view.problem);
-    std::vector<std::span<const std::byte>> sources;
-    for (const auto& buffer : view.buffers) sources.push_back(buffer.bytes);
-    setup_.copier->restore(plan_restore(*setup_.copier, sources));
-}
-
 }  // namespace flashrec::ft

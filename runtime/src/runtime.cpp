@@ -262,7 +262,13 @@ double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 void Runtime::Impl::start_protection(std::int64_t version) {
     retire_protection();
-    if (!cfg.protection.enabled) return;
+    if (!cfg.protection.enabled) {
+        // HDF5 checkpoints are written from committed snapshots: none without protection.
+        if (cfg.checkpoint.every_steps > 0 && role_index == 0 && epoch == 0)
+            log("warning: checkpoint.every_steps is set but protection.enabled is false: "
+                "no HDF5 checkpoints will be written");
+        return;
+    }
     std::vector<ft::ProtectedRegion> regions;
     for (const auto& b : buffers)
         regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});

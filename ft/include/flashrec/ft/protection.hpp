@@ -86,8 +86,6 @@ public:
     const SnapshotStore& own() const { return own_; }
     // The peer copy of `owner_key` held here, or nullptr.
     const SnapshotStore* held(const std::string& owner_key) const;
-    // Copies version `step` of this role's own snapshot back into the live buffers.
-    void restore_own(std::int64_t step);
     // Host memory this process holds for snapshots: 2x own + 2x each held payload in
     // /dev/shm, plus one private landing buffer per held payload.
     std::size_t host_bytes() const;
