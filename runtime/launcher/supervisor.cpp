@@ -216,6 +216,9 @@ private:
     void after_job_death(Observation obs, const std::string& detail, Clock::time_point first_evidence);
     bool try_warm_relaunch(const json& reason, Clock::time_point first_evidence);
     bool try_cold_restart(const json& reason, Clock::time_point first_evidence);
+    PendingRestart pending_restart(const char* kind, int number, const json& reason,
+                                   Clock::time_point first_evidence);
+    LaunchKind unfired_faults() const;
     void finish(const std::string& outcome, int code, const std::string& message);
     // control plane
     KillOutcome kill_hung(const ft::RankIncident& incident);
@@ -758,6 +761,30 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     }
 }
 
+PendingRestart Supervisor::pending_restart(const char* kind, int number, const json& reason,
+                                           Clock::time_point first_evidence) {
+    PendingRestart r;
+    r.kind = kind;
+    r.number = number;
+    r.reason = reason;
+    r.first_evidence = first_evidence;
+    r.decided = Clock::now();
+    r.died_sys = SysClock::now() - std::chrono::duration_cast<SysClock::duration>(r.decided - first_evidence);
+    r.detect_ms = std::max(0.0, ms_between(first_evidence, detect_end_));
+    r.teardown_ms = last_teardown_ms_;
+    r.steps_done_before = steps_completed();
+    return r;
+}
+
+// A new attempt keeps the --fault specs that have not fired yet (one that fired must not
+// fire again when its step is replayed).
+LaunchKind Supervisor::unfired_faults() const {
+    LaunchKind kind;
+    for (const auto& f : plan_.faults)
+        if (!fired_texts_.count(f)) kind.faults.push_back(f);
+    return kind;
+}
+
 bool Supervisor::try_warm_relaunch(const json& reason, Clock::time_point first_evidence) {
     if (warm_relaunches_ >= cfg().recovery.warm_relaunches) {
         log("warm_relaunch_refused", {{"reason", reason}, {"why", "recovery.warm_relaunches spent"},
@@ -766,22 +793,11 @@ bool Supervisor::try_warm_relaunch(const json& reason, Clock::time_point first_e
     }
     ++warm_relaunches_;
     const bool progressed = last_step_ >= 0 || attempt_.progressed;
-    PendingRestart r;
-    r.kind = "warm_relaunch";
-    r.number = warm_relaunches_;
-    r.reason = reason;
-    r.first_evidence = first_evidence;
-    r.decided = Clock::now();
-    r.died_sys = SysClock::now() - std::chrono::duration_cast<SysClock::duration>(r.decided - first_evidence);
-    r.detect_ms = std::max(0.0, ms_between(first_evidence, detect_end_));
-    r.teardown_ms = last_teardown_ms_;
-    r.steps_done_before = steps_completed();
-    LaunchKind kind;
+    PendingRestart r = pending_restart("warm_relaunch", warm_relaunches_, reason, first_evidence);
+    LaunchKind kind = unfired_faults();
     // Nothing was ever committed: there is nothing to restore, start as the job first did.
     kind.relaunch = progressed;
     kind.resume = !progressed && attempt_.launch.resume;
-    for (const auto& f : plan_.faults)
-        if (!fired_texts_.count(f)) kind.faults.push_back(f);
     {
         std::lock_guard lock(metrics_state_.mutex);
         ++metrics_state_.warm_relaunches;
@@ -811,21 +827,10 @@ bool Supervisor::try_cold_restart(const json& reason, Clock::time_point first_ev
         return false;
     }
     ++cold_restarts_;
-    PendingRestart r;
-    r.kind = "cold_restart";
-    r.number = cold_restarts_;
-    r.reason = reason;
-    r.first_evidence = first_evidence;
-    r.decided = Clock::now();
-    r.died_sys = SysClock::now() - std::chrono::duration_cast<SysClock::duration>(r.decided - first_evidence);
-    r.detect_ms = std::max(0.0, ms_between(first_evidence, detect_end_));
-    r.teardown_ms = last_teardown_ms_;
-    r.steps_done_before = steps_completed();
+    PendingRestart r = pending_restart("cold_restart", cold_restarts_, reason, first_evidence);
     r.checkpoint_step = *step;
-    LaunchKind kind;
+    LaunchKind kind = unfired_faults();
     kind.resume = true;
-    for (const auto& f : plan_.faults)
-        if (!fired_texts_.count(f)) kind.faults.push_back(f);
     {
         std::lock_guard lock(metrics_state_.mutex);
         ++metrics_state_.cold_restarts;
