@@ -20,6 +20,7 @@ enum RuleId : std::size_t {
     r_lost,
     r_node_local,
     r_node_remote,
+    r_node_lost,
     r_exit_0,
     r_exit_2,
     r_exit_75,
@@ -53,6 +54,8 @@ constexpr std::array<Rule, r_count> kRules = {{
      "every rank of one (virtual) node went silent, but the node is this machine: kill them all"},
     {"node silent (other host)", "node_unreachable", Action::replace_node, 2,
      "every rank of a remote node went silent: the node is lost or frozen (ULFM's shrink would hang)"},
+    {"node lost (mpirun lost its daemon)", "node_lost", Action::replace_node, 2,
+     "PRRTE lost the daemon of a node and ended the job: relaunch on a spare node, drain the lost one"},
     {"exit code 0", "clean_exit", Action::none, 0, "the process finished normally"},
     {"exit code 2", "config_error", Action::stop, 0,
      "the trainer refused its configuration or command line: retrying cannot help"},
@@ -116,6 +119,7 @@ std::string_view to_string(Observed observed) {
         case Observed::connection_lost: return "connection_lost";
         case Observed::node_silent_local: return "node_silent_local";
         case Observed::node_silent_remote: return "node_silent_remote";
+        case Observed::node_lost: return "node_lost";
         case Observed::exit_code: return "exit_code";
         case Observed::signal: return "signal";
         case Observed::mpi_error: return "mpi_error";
@@ -133,6 +137,7 @@ const Rule& classify(const Observation& o) {
         case Observed::connection_lost: return kRules[r_lost];
         case Observed::node_silent_local: return kRules[r_node_local];
         case Observed::node_silent_remote: return kRules[r_node_remote];
+        case Observed::node_lost: return kRules[r_node_lost];
         case Observed::exit_code:
             switch (o.value) {
                 case 0: return kRules[r_exit_0];

@@ -29,6 +29,7 @@ enum class Observed : std::uint8_t {
     connection_lost,     // a rank's control connection closed without BYE: the process died
     node_silent_local,   // every rank of one node went silent together, and the node is this machine
     node_silent_remote,  // the same on another host: the node is unreachable
+    node_lost,           // mpirun lost its daemon on a node (PRRTE then ends the whole job)
     exit_code,           // a rank's (or mpirun's) exit code, `value`
     signal,              // killed by signal `value`
     mpi_error,           // a rank reported MPI error class `value`

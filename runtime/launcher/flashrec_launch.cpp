@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "classification.hpp"
 #include "flashrec/errors.hpp"
 #include "flashrec/flashrec.hpp"
+#include "flashrec/runtime/checkpointing.hpp"
 #include "launch_plan.hpp"
 #include "supervisor.hpp"
 
@@ -18,7 +21,8 @@ namespace {
 
 constexpr const char* kFooter = R"(Exit codes: 0 finished; 1 failed; 2 bad usage or train.yaml; 75 the MPI job died and
 the warm-relaunch budget is spent; 76 state lost and no HDF5 checkpoint; 77 spares exhausted and
-no HDF5 checkpoint; 128+N stopped by signal N. Manual: docs/launcher.md.)";
+no HDF5 checkpoint; 79 spares exhausted, checkpoint written and the Slurm job requeued; 128+N
+stopped by signal N. Manual: docs/launcher.md.)";
 
 }  // namespace
 
@@ -37,6 +41,10 @@ int main(int argc, char** argv) {
     app.add_option("train.yaml", request.config_path, "The job's configuration (docs/config.md)");
     app.add_flag("--dry-run", dry_run, "Print the layout and the exact mpirun command, start nothing");
     app.add_flag("--resume", options.resume, "Start from the newest complete HDF5 checkpoint in checkpoint.dir");
+    bool resume_if_checkpoint = false;
+    app.add_flag("--resume-if-checkpoint", resume_if_checkpoint,
+                 "--resume when checkpoint.dir holds a complete checkpoint, else start at step 0 (the sbatch "
+                 "templates use it, so a requeued job goes on where it stopped)");
     app.add_option("--fault", request.faults,
                    "Inject a fault (repeatable), e.g. role=1:step=10:phase=forward:action=stop; grammar in "
                    "docs/config.md")
@@ -65,6 +73,13 @@ int main(int argc, char** argv) {
         std::fputs(format_table().c_str(), stdout);
         return kExitOk;
     }
+    // `srun flashrec-launch train.yaml` runs one copy per task: task 0 is the launcher, the
+    // others have nothing to do (mpirun starts the ranks on every node by itself).
+    if (const char* task = std::getenv("SLURM_PROCID"); task && std::getenv("SLURM_STEP_ID") && std::string(task) != "0") {
+        std::printf("flashrec-launch: task %s of Slurm step %s.%s: the launcher runs in task 0; this task exits\n", task,
+                    std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : "?", std::getenv("SLURM_STEP_ID"));
+        return kExitOk;
+    }
     if (request.config_path.empty()) {
         std::fprintf(stderr, "flashrec-launch: error: a train.yaml is required\nusage: flashrec-launch <train.yaml> "
                              "[--dry-run] [--resume] [--fault SPEC]... [--events FILE]   (--help for more)\n");
@@ -77,8 +92,23 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "flashrec-launch: %s\n", e.what());
         return kExitUsage;
     } catch (const flashrec::Error& e) {
+        // SlurmError included: an allocation too small for job.nodes + job.spare_nodes, ...
         std::fprintf(stderr, "flashrec-launch: error: %s\n", e.what());
         return kExitUsage;
+    }
+    if (resume_if_checkpoint && !options.resume) {
+        std::string why;
+        std::optional<std::int64_t> step;
+        try {
+            step = flashrec::runtime::Checkpointer::newest_complete(
+                plan.cfg, {plan.cfg.job.dp, plan.cfg.job.tp, plan.cfg.job.pp}, why);
+        } catch (const std::exception& e) {
+            why = e.what();
+        }
+        options.resume = step.has_value();
+        std::fprintf(stderr, "flashrec-launch: --resume-if-checkpoint: %s\n",
+                     step ? ("resuming from the checkpoint of step " + std::to_string(*step)).c_str()
+                          : ("starting at step 0 (" + why + ")").c_str());
     }
     if (dry_run) {
         print_dry_run(plan, options.resume, std::cout);

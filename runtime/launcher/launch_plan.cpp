@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <ostream>
 #include <poll.h>
+#include <regex>
 #include <signal.h>
 #include <sstream>
 #include <thread>
@@ -49,12 +51,39 @@ int Layout::ranks_on_node(const std::string& node) const {
     return n;
 }
 
-Layout make_layout(const config::Config& cfg, const std::string& local_host) {
+std::string Layout::role_of_rank() const {
+    std::string out;
+    for (const auto& p : processes) {
+        if (p.spare) continue;
+        const auto index = std::find(active_roles.begin(), active_roles.end(), p.role) - active_roles.begin();
+        out += (out.empty() ? "" : ",") + std::to_string(index);
+    }
+    return out;
+}
+
+std::string Layout::spawn_host() const { return slurm && !reserve_nodes.empty() ? reserve_nodes.front() : ""; }
+
+std::string Layout::hostfile() const {
+    std::string text;
+    for (const auto& p : processes) text += p.node + "\n";
+    for (const auto& n : reserve_nodes)
+        if (std::none_of(processes.begin(), processes.end(), [&](const Process& p) { return p.node == n; }))
+            text += n + "\n";
+    return text;
+}
+
+Layout make_layout(const config::Config& cfg, const std::string& local_host, const slurm::Allocation* allocation) {
     const auto& job = cfg.job;
     const topology::Shape shape{job.dp, job.tp, job.pp};
     Layout layout;
-    layout.virtual_nodes = job.nodes > 1;
-    auto node_name = [&](int k) { return layout.virtual_nodes ? "node" + std::to_string(k) : local_host; };
+    layout.slurm = allocation != nullptr;
+    layout.virtual_nodes = !layout.slurm && job.nodes > 1;
+    auto node_name = [&](int k) {
+        if (layout.slurm)
+            return k < job.nodes ? allocation->active[static_cast<std::size_t>(k)]
+                                 : allocation->spare.empty() ? allocation->active.back() : allocation->spare.front();
+        return layout.virtual_nodes ? "node" + std::to_string(k) : local_host;
+    };
     std::vector<int> node_of_process;
     for (int r = 0; r < shape.size(); ++r) node_of_process.push_back(std::min(r / job.ranks_per_node, job.nodes));
     const auto roles = topology::assign_roles(shape, node_of_process, topology::parse_placement(job.placement));
@@ -67,11 +96,49 @@ Layout make_layout(const config::Config& cfg, const std::string& local_host) {
     if (job.hot_spares > 0) layout.spare_node = node_name(job.nodes);
     for (int i = 0; i < job.hot_spares; ++i)
         layout.processes.push_back({shape.size() + i, layout.spare_node, "spare:" + std::to_string(i), true, i});
-    const int first_reserve = job.nodes + (job.hot_spares > 0 ? 1 : 0);
-    for (int i = 0; i < job.spare_nodes; ++i)
-        layout.reserve_nodes.push_back(layout.virtual_nodes ? "node" + std::to_string(first_reserve + i)
-                                                            : "spare-node" + std::to_string(i));
+    if (layout.slurm) {
+        layout.reserve_nodes = allocation->spare;
+    } else {
+        const int first_reserve = job.nodes + (job.hot_spares > 0 ? 1 : 0);
+        for (int i = 0; i < job.spare_nodes; ++i)
+            layout.reserve_nodes.push_back(layout.virtual_nodes ? "node" + std::to_string(first_reserve + i)
+                                                                : "spare-node" + std::to_string(i));
+    }
     return layout;
+}
+
+Relayout replace_nodes(const Layout& layout, const std::set<std::string>& lost) {
+    Relayout out{layout, {}, {}};
+    Layout& l = out.layout;
+    std::erase_if(l.reserve_nodes, [&](const std::string& n) { return lost.count(n) > 0; });
+    const std::vector<std::string> before = l.nodes;
+    for (const auto& node : before) {
+        if (!lost.count(node)) continue;
+        if (!l.reserve_nodes.empty()) {
+            const std::string spare = l.reserve_nodes.front();
+            l.reserve_nodes.erase(l.reserve_nodes.begin());
+            for (auto& p : l.processes)
+                if (p.node == node) p.node = spare;
+            std::replace(l.nodes.begin(), l.nodes.end(), node, spare);
+            out.replaced.emplace_back(node, spare);
+            continue;
+        }
+        std::erase(l.nodes, node);
+        if (l.nodes.empty()) throw Error("every active node of the job is lost (" + node + " was the last)");
+        out.doubled_up.push_back(node);
+        for (auto& p : l.processes) {
+            if (p.spare || p.node != node) continue;
+            p.node = *std::min_element(l.nodes.begin(), l.nodes.end(), [&](const auto& a, const auto& b) {
+                return l.ranks_on_node(a) < l.ranks_on_node(b);
+            });
+        }
+    }
+    // Hot spares whose node is gone wait on the first reserve node, else the last active one.
+    const std::string spare_home = l.reserve_nodes.empty() ? l.nodes.back() : l.reserve_nodes.front();
+    for (auto& p : l.processes)
+        if (p.spare && lost.count(p.node)) p.node = spare_home;
+    if (lost.count(l.spare_node)) l.spare_node = spare_home;
+    return out;
 }
 
 namespace {
@@ -140,12 +207,26 @@ std::string read_all(int fd, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-std::vector<std::string> Plan::command(const LaunchKind& kind) const {
-    std::vector<std::string> argv{wrapper, "-n", std::to_string(process_count())};
-    // Locally the ranks inherit mpirun's environment anyway; -x also carries it to other nodes.
-    for (const char* var : {"FLASHREC_CONTROL", "FLASHREC_TOKEN", "FLASHREC_LAUNCH_ID"})
-        argv.insert(argv.end(), {"-x", var});
-    if (kind.relaunch) argv.insert(argv.end(), {"-x", "FLASHREC_RELAUNCH"});
+std::vector<std::pair<std::string, std::string>> Plan::rank_variables(const LaunchKind& kind,
+                                                                      const Layout& where) const {
+    std::vector<std::pair<std::string, std::string>> vars{{"FLASHREC_ROLE_OF_RANK", where.role_of_rank()}};
+    if (!where.spawn_host().empty()) vars.emplace_back("FLASHREC_SPARE_HOST", where.spawn_host());
+    if (kind.relaunch) vars.emplace_back("FLASHREC_RELAUNCH", "1");
+    if (kind.checkpoint_and_exit) vars.emplace_back("FLASHREC_CHECKPOINT_AND_EXIT", "1");
+    return vars;
+}
+
+std::vector<std::string> Plan::command(const LaunchKind& kind, const Layout& where) const {
+    std::vector<std::string> argv{wrapper, "-n", std::to_string(where.processes.size())};
+    // No -x: the ranks inherit mpirun's environment, locally and under Slurm (srun hands it to
+    // PRRTE's daemons). -x would also be unsafe: with several -x, PRRTE 3.0.13 corrupted its
+    // heap in MPI_Comm_spawn (3 of 6 spawns aborted mpirun on the test cluster, 0 of 6 without).
+    if (where.slurm)
+        // PRRTE starts its daemons with its own srun: --no-kill keeps that step alive when a node
+        // dies, --overlap lets it share the CPUs of a step that runs this launcher (srun
+        // flashrec-launch). --map-by seq puts rank i on line i of the hostfile.
+        argv.insert(argv.end(), {"--prtemca", "plm_slurm_args", "--no-kill --overlap", "--hostfile",
+                                 hostfile_path().string(), "--map-by", "seq"});
     argv.insert(argv.end(), cfg.launch.mpirun_args.begin(), cfg.launch.mpirun_args.end());
     argv.push_back(program.string());
     argv.insert(argv.end(), cfg.launch.args.begin(), cfg.launch.args.end());
@@ -180,7 +261,11 @@ Plan make_plan(const PlanRequest& request) {
     if (events.empty()) events = plan.cfg.job.name + ".events.jsonl";
     plan.events_path = fs::absolute(events, ec).lexically_normal();
     plan.local_host = local_hostname();
-    plan.layout = make_layout(plan.cfg, plan.local_host);
+    // FLASHREC_SLURM=0: run on this machine even inside an allocation.
+    const char* use_slurm = std::getenv("FLASHREC_SLURM");
+    if (slurm::in_allocation() && !(use_slurm && std::string(use_slurm) == "0"))
+        plan.allocation = slurm::read_allocation(plan.cfg.job.nodes, plan.cfg.job.spare_nodes);
+    plan.layout = make_layout(plan.cfg, plan.local_host, plan.allocation ? &*plan.allocation : nullptr);
     return plan;
 }
 
@@ -263,8 +348,9 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
         << job.placement << "\n";
     out << "nodes        " << job.nodes << " x " << job.ranks_per_node << " rank"
         << (job.ranks_per_node == 1 ? "" : "s")
-        << (layout.virtual_nodes ? " (virtual nodes on this machine, " + plan.local_host + ")"
-                                 : " (this machine, " + plan.local_host + ")")
+        << (layout.slurm           ? " (Slurm job " + plan.allocation->job_id + ", nodes " + plan.allocation->nodelist + ")"
+            : layout.virtual_nodes ? " (virtual nodes on this machine, " + plan.local_host + ")"
+                                   : " (this machine, " + plan.local_host + ")")
         << "\n";
     out << "hot spares   " << job.hot_spares << "\n";
     out << "spare nodes  " << job.spare_nodes << "\n";
@@ -283,11 +369,14 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
     LaunchKind kind;
     kind.resume = resume;
     kind.faults = plan.faults;
-    out << "\ncommand\n  " << shell_join(plan.command(kind)) << "\n";
+    if (layout.slurm)
+        out << "\nhostfile (" << plan.hostfile_path().string() << ", --map-by seq: line i is rank i's node)\n  "
+            << std::regex_replace(layout.hostfile(), std::regex("\n(?!$)"), "\n  ");
+    out << "\ncommand\n  " << shell_join(plan.command(kind, layout)) << "\n";
     LaunchKind again = kind;
     again.relaunch = true;
     again.resume = false;
-    out << "warm relaunch (tier 2) runs\n  FLASHREC_RELAUNCH=1 " << shell_join(plan.command(again)) << "\n";
+    out << "warm relaunch (tier 2) runs\n  FLASHREC_RELAUNCH=1 " << shell_join(plan.command(again, layout)) << "\n";
     std::string why;
     const auto flags = wrapper_flags(plan.wrapper, why);
     out << "mpirun flags (" << plan.wrapper << " adds them)\n  "
@@ -296,7 +385,9 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
         << "  FLASHREC_CONTROL=" << cfg.detection.bind << ":"
         << (cfg.detection.port ? std::to_string(cfg.detection.port) : "<port chosen at launch>") << "\n"
         << "  FLASHREC_TOKEN=<32 hex digits, new for every launch>\n"
-        << "  FLASHREC_LAUNCH_ID=<16 hex digits, tags the job's processes>\n\n";
+        << "  FLASHREC_LAUNCH_ID=<16 hex digits, tags the job's processes>\n";
+    for (const auto& [name, value] : plan.rank_variables(kind, layout)) out << "  " << name << "=" << value << "\n";
+    out << "\n";
     out << "control plane  " << cfg.detection.bind << ":" << cfg.detection.port << ", heartbeat "
         << cfg.detection.heartbeat_ms << " ms, hang timeout " << cfg.detection.hang_timeout_ms << " ms\n";
     out << "metrics        "

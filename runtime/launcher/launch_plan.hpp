@@ -4,16 +4,21 @@
 #include <filesystem>
 #include <iosfwd>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashrec/runtime/config.hpp"
+#include "flashrec/slurm/allocation.hpp"
 
 namespace flashrec::launcher {
 
-// Where each MPI process goes, as the runtime will place it (runtime.cpp: on one machine, a job
-// of several nodes runs on virtual nodes "node<k>", ranks_per_node actives each, hot spares on
-// the node after them; roles by topology::assign_roles).
+// Where each MPI process goes and which role it takes. On one machine a job of several nodes
+// runs on virtual nodes "node<k>", ranks_per_node actives each, hot spares on the node after
+// them. Under Slurm the nodes are the allocation's: the first job.nodes active, the others in
+// reserve (hot spares on the first of them). Roles by topology::assign_roles at the start; the
+// runtime takes them from FLASHREC_ROLE_OF_RANK, so a relaunch can move some and keep the rest.
 struct Layout {
     struct Process {
         int rank = 0;          // MPI world rank at start
@@ -28,15 +33,37 @@ struct Layout {
     std::string spare_node;                 // node of the hot spares ("" if none)
     std::vector<std::string> reserve_nodes; // job.spare_nodes: empty nodes kept for replacements
     bool virtual_nodes = false;             // one machine standing in for job.nodes nodes
+    bool slurm = false;                     // real nodes of a Slurm allocation: mpirun gets a hostfile
     std::string node_of_role(const std::string& role) const;
     int ranks_on_node(const std::string& node) const;  // active ranks
+    // Role index of each active process, in rank order ("2,0,1,3"): FLASHREC_ROLE_OF_RANK.
+    std::string role_of_rank() const;
+    // Where tier-1 replacements are spawned (FLASHREC_SPARE_HOST): the first reserve node; ""
+    // when there is none or the nodes are virtual (the runtime then picks).
+    std::string spawn_host() const;
+    // mpirun --hostfile for --map-by seq: one line per process (rank order), then the reserve
+    // nodes, which puts a PRRTE daemon there for MPI_Comm_spawn.
+    std::string hostfile() const;
 };
-Layout make_layout(const config::Config& cfg, const std::string& local_host);
+// `allocation` is null outside Slurm.
+Layout make_layout(const config::Config& cfg, const std::string& local_host,
+                   const slurm::Allocation* allocation = nullptr);
+
+// The layout of a relaunch without the `lost` nodes: each one's processes move together to a
+// free reserve node; with none left they are spread over the remaining active nodes (fewest
+// ranks first), which keeps the job's shape and its results, at the cost of speed.
+struct Relayout {
+    Layout layout;
+    std::vector<std::pair<std::string, std::string>> replaced;  // lost node -> spare node
+    std::vector<std::string> doubled_up;                        // lost nodes without a spare
+};
+Relayout replace_nodes(const Layout& layout, const std::set<std::string>& lost);
 
 // The flavour of one start of the MPI job.
 struct LaunchKind {
     bool relaunch = false;  // tier 2: FLASHREC_RELAUNCH=1, restore from node-local snapshots
     bool resume = false;    // --resume: from the newest HDF5 checkpoint
+    bool checkpoint_and_exit = false;  // after the relaunch: write an HDF5 checkpoint and leave
     std::vector<std::string> faults;  // --fault specs still to pass
 };
 
@@ -47,12 +74,20 @@ struct Plan {
     std::string wrapper;                // tools/fr-mpirun (or $FLASHREC_MPIRUN)
     std::vector<std::string> faults;    // --fault specs from the command line, validated
     std::filesystem::path events_path;  // absolute
-    Layout layout;
+    Layout layout;                      // of the first start
     std::string local_host;
+    std::optional<slurm::Allocation> allocation;  // inside a Slurm job
 
     int process_count() const { return static_cast<int>(layout.processes.size()); }
-    // argv of one start: <wrapper> -n N -x VARS... <mpirun_args> <program> <args> --config <yaml> ...
-    std::vector<std::string> command(const LaunchKind& kind) const;
+    // Where the hostfile of a Slurm start is written (beside the event log).
+    std::filesystem::path hostfile_path() const { return events_path.string() + ".hosts"; }
+    // What the ranks of one start get in their environment besides the control plane's
+    // variables (FLASHREC_ROLE_OF_RANK, ...), set in mpirun's environment, which the ranks inherit.
+    std::vector<std::pair<std::string, std::string>> rank_variables(const LaunchKind& kind,
+                                                                    const Layout& where) const;
+    // argv of one start: <wrapper> -n N [Slurm flags] <mpirun_args> <program> <args>
+    // --config <yaml> ...
+    std::vector<std::string> command(const LaunchKind& kind, const Layout& where) const;
 };
 
 struct PlanRequest {
@@ -61,7 +96,8 @@ struct PlanRequest {
     std::string events;  // --events
 };
 
-// Loads and validates everything; throws flashrec::ConfigError ("file:line: field problem").
+// Loads and validates everything, and reads the Slurm allocation when there is one; throws
+// flashrec::ConfigError ("file:line: field problem") or slurm::SlurmError (too few nodes, ...).
 Plan make_plan(const PlanRequest& request);
 
 // The path of tools/fr-mpirun: $FLASHREC_MPIRUN, else the one this build was configured with.

@@ -1,6 +1,9 @@
 #include "supervisor.hpp"
 
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,6 +26,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <variant>
 
 #include "classification.hpp"
@@ -80,6 +85,31 @@ std::string wire_hostname(std::string name) {
     for (char& c : name)
         if (!ft::wire::valid_hostname(std::string_view(&c, 1))) c = '-';
     return name.empty() ? "unknown" : name;
+}
+
+std::string short_name(const std::string& host) { return host.substr(0, host.find('.')); }
+
+// The local IPv4 address this machine uses to reach `host` (the route's source address), or ""
+// if the name does not resolve or there is no route. Sends nothing: connect() on a UDP socket
+// only picks the route.
+std::string address_towards(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return "";
+    std::string address;
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    char text[INET_ADDRSTRLEN] = {};
+    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+        address = text;
+    if (fd >= 0) ::close(fd);
+    ::freeaddrinfo(found);
+    return address;
 }
 
 bool in_step_loop(ft::wire::Phase p) {
@@ -196,7 +226,8 @@ struct MetricsState {
 
 class Supervisor {
 public:
-    Supervisor(const Plan& plan, const SupervisorOptions& options) : plan_(plan), options_(options) {}
+    Supervisor(const Plan& plan, const SupervisorOptions& options)
+        : plan_(plan), options_(options), layout_(plan.layout) {}
     int run();
     const std::string& launch_id() const { return launch_id_; }
 
@@ -220,6 +251,15 @@ private:
                                    Clock::time_point first_evidence);
     LaunchKind unfired_faults() const;
     void finish(const std::string& outcome, int code, const std::string& message);
+    // nodes (Slurm)
+    std::string layout_node(const std::string& host) const;
+    void node_lost(const std::string& host, const std::string& evidence);
+    void node_failed(const std::string& node, std::string_view classification);
+    void run_pending_drains();
+    void move_off_bad_nodes(LaunchKind& kind, const json& reason);
+    void follow_replacements(const std::map<std::string, const ft::RankInfo*>& current);
+    void end_checkpoint_for_requeue();
+    void requeue();
     // control plane
     KillOutcome kill_hung(const ft::RankIncident& incident);
     void push(Message m);
@@ -246,6 +286,14 @@ private:
 
     const Plan& plan_;
     SupervisorOptions options_;
+    Layout layout_;  // where the processes of the current attempt run (changes at relaunches)
+    // Nodes flashrec will not use again (lost, frozen, or a rank failed there), and those of
+    // them the next relaunch still has to move ranks off.
+    std::set<std::string> bad_nodes_, lost_nodes_;
+    // Drains decided but not yet run: scontrol runs from the main loop after the relaunch has
+    // started (a thread would race the loop's waitpid(-1) for scontrol's exit status).
+    std::vector<std::pair<std::string, std::string>> pending_drains_;  // node, reason
+    std::optional<std::int64_t> requeue_checkpoint_;  // checkpoint-and-requeue: the step written
     const config::Config& cfg() const { return plan_.cfg; }
 
     std::shared_ptr<ft::EventLog> log_;
@@ -344,9 +392,9 @@ void Supervisor::log(std::string_view event, json fields) {
 
 std::vector<std::string> Supervisor::child_environment(const LaunchKind& launch) const {
     std::vector<std::string> env;
-    static constexpr std::array<std::string_view, 5> kOurs = {"FLASHREC_CONTROL=", "FLASHREC_TOKEN=",
-                                                              "FLASHREC_LAUNCH_ID=", "FLASHREC_RELAUNCH=",
-                                                              "FLASHREC_RESUME="};
+    static constexpr std::array<std::string_view, 8> kOurs = {
+        "FLASHREC_CONTROL=",     "FLASHREC_TOKEN=",      "FLASHREC_LAUNCH_ID=",          "FLASHREC_RELAUNCH=",
+        "FLASHREC_RESUME=",      "FLASHREC_ROLE_OF_RANK=", "FLASHREC_CHECKPOINT_AND_EXIT=", "FLASHREC_SPARE_HOST="};
     for (char** e = environ; *e; ++e) {
         const std::string_view entry(*e);
         if (std::none_of(kOurs.begin(), kOurs.end(), [&](std::string_view p) { return entry.rfind(p, 0) == 0; }))
@@ -355,7 +403,7 @@ std::vector<std::string> Supervisor::child_environment(const LaunchKind& launch)
     env.push_back("FLASHREC_CONTROL=" + control_endpoint_);
     env.push_back("FLASHREC_TOKEN=" + ft::wire::token_to_hex(token_));
     env.push_back(std::string(kLaunchIdVar) + "=" + launch_id_);
-    if (launch.relaunch) env.push_back("FLASHREC_RELAUNCH=1");
+    for (const auto& [name, value] : plan_.rank_variables(launch, layout_)) env.push_back(name + "=" + value);
     return env;
 }
 
@@ -367,7 +415,7 @@ void Supervisor::setup() {
     // thread inherits the mask (the child gets a clean mask from spawn_child).
     sigset_t set;
     sigemptyset(&set);
-    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+    for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&set, s);
     if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) throw Error("cannot block signals");
     signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -387,6 +435,20 @@ void Supervisor::setup() {
     const auto& d = cfg().detection;
     ft::ControllerOptions co;
     co.bind_address = d.bind;
+    if (plan_.allocation && (d.bind == "127.0.0.1" || d.bind == "localhost" || d.bind == "::1")) {
+        // Ranks on other nodes cannot reach loopback: listen on the address this node uses to
+        // reach the job's other nodes (the token still guards the port).
+        for (const auto& node : plan_.allocation->nodes) {
+            if (short_name(node) == short_name(plan_.local_host)) continue;
+            const std::string address = address_towards(node);
+            if (!address.empty()) {
+                co.bind_address = address;
+                say("control plane: listening on " + address + " (the route to " + node +
+                    "), since detection.bind = " + d.bind + " cannot be reached from other nodes");
+            }
+            break;
+        }
+    }
     co.port = static_cast<std::uint16_t>(d.port);
     co.token = token_;
     co.hang_timeout = milliseconds(d.hang_timeout_ms);
@@ -432,24 +494,24 @@ void Supervisor::setup() {
     }
 
     json nodes = json::array();
-    for (const auto& node : plan_.layout.nodes) {
+    for (const auto& node : layout_.nodes) {
         json ranks = json::array();
-        for (const auto& p : plan_.layout.processes)
+        for (const auto& p : layout_.processes)
             if (!p.spare && p.node == node) ranks.push_back({{"rank", p.rank}, {"role", p.role}});
         nodes.push_back({{"node", node}, {"ranks", ranks}});
     }
     json spares = json::array();
-    for (const auto& p : plan_.layout.processes)
+    for (const auto& p : layout_.processes)
         if (p.spare) spares.push_back({{"rank", p.rank}, {"role", p.role}, {"node", p.node}});
     const auto& job = cfg().job;
     log("layout", {{"shape", {{"dp", job.dp}, {"tp", job.tp}, {"pp", job.pp}}},
                    {"processes", plan_.process_count()},
                    {"active", job.world_size()},
                    {"placement", job.placement},
-                   {"virtual_nodes", plan_.layout.virtual_nodes},
+                   {"virtual_nodes", layout_.virtual_nodes},
                    {"nodes", nodes},
                    {"hot_spares", spares},
-                   {"spare_nodes", plan_.layout.reserve_nodes},
+                   {"spare_nodes", layout_.reserve_nodes},
                    {"control", control_endpoint_},
                    {"metrics", metrics_ ? json(metrics_->endpoint()) : json(nullptr)}});
     {
@@ -459,7 +521,11 @@ void Supervisor::setup() {
     say("job " + job.name + ": " + std::to_string(job.world_size()) + " rank" + (job.world_size() == 1 ? "" : "s") +
         " (dp " + std::to_string(job.dp) + " x tp " + std::to_string(job.tp) + " x pp " + std::to_string(job.pp) +
         ") on " + std::to_string(job.nodes) + " node" + (job.nodes == 1 ? "" : "s") + " + " +
-        std::to_string(job.hot_spares) + " hot spare" + (job.hot_spares == 1 ? "" : "s") + "; control plane " +
+        std::to_string(job.hot_spares) + " hot spare" + (job.hot_spares == 1 ? "" : "s") +
+        (layout_.slurm ? " + " + std::to_string(layout_.reserve_nodes.size()) + " spare node(s) " +
+                             shell_join(layout_.reserve_nodes) + " (Slurm job " + plan_.allocation->job_id + ")"
+                       : std::string()) +
+        "; control plane " +
         control_endpoint_ + (metrics_ ? "; metrics http://" + metrics_->endpoint() + "/metrics" : std::string()) +
         "; event log " + plan_.events_path.string());
 }
@@ -472,7 +538,12 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
     attempt_.index = ++attempts_;
     attempt_.kind = kind;
     attempt_.launch = std::move(launch);
-    attempt_.argv = plan_.command(attempt_.launch);
+    attempt_.argv = plan_.command(attempt_.launch, layout_);
+    if (layout_.slurm) {
+        std::ofstream hosts(plan_.hostfile_path(), std::ios::trunc);
+        hosts << layout_.hostfile();
+        if (!hosts.flush()) throw Error("cannot write the hostfile " + plan_.hostfile_path().string());
+    }
     attempt_.start = Clock::now();
     attempt_.child = spawn_child(attempt_.argv, child_environment(attempt_.launch));
     attempt_.out_open = attempt_.err_open = true;
@@ -492,6 +563,11 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
                    {"relaunch", attempt_.launch.relaunch},
                    {"resume", attempt_.launch.resume}};
     if (wrapper_flags_) fields["mpirun_flags"] = *wrapper_flags_;
+    if (layout_.slurm) {
+        fields["nodes"] = layout_.nodes;
+        fields["spare_nodes"] = layout_.reserve_nodes;
+        fields["role_of_rank"] = layout_.role_of_rank();
+    }
     log("launch", fields);
     if (kind != "initial")
         say("starting the MPI job again (" + kind + ", attempt " + std::to_string(attempt_.index) +
@@ -533,12 +609,18 @@ void Supervisor::read_output(bool is_err) {
 void Supervisor::handle_line(const std::string& line, bool is_err) {
     // Forward the ranks' output unchanged, stdout to stdout and stderr to stderr.
     (void)!::write(is_err ? STDERR_FILENO : STDOUT_FILENO, line.data(), line.size());
+    std::smatch m;
+    // PRRTE names the node whose daemon it lost, then ends the whole job (NOTES-SLURM.md).
+    static const std::regex lost_daemon_rx(R"(Remote daemon: *\S+ on node (\S+))");
+    if (line.find("Remote daemon:") != std::string::npos && std::regex_search(line, m, lost_daemon_rx)) {
+        node_lost(m[1].str(), "mpirun lost its daemon there (PRRTE: \"lost communication with a remote daemon\")");
+        return;
+    }
     if (line.find("flashrec") == std::string::npos) return;
     static const std::regex fault_rx(R"(flashrec: fault injected: (\S+) \(pid (\d+)(?:, unix_us (\d+))?\))");
     static const std::regex ending_rx(R"(pid (\d+)\]: ending the job: (.*))");
     static const std::regex deadline_rx(R"(pid (\d+)\]: recovery epoch \d+: phase .* missed its deadline)");
     static const std::regex mpi_rx(R"(\(MPI error class (\d+)\))");
-    std::smatch m;
     if (line.find("fault injected") != std::string::npos && std::regex_search(line, m, fault_rx)) {
         FaultFired f{m[1].str(), m[3].matched ? std::stoll(m[3].str()) : unix_ms(SysClock::now()) * 1000};
         const int pid = std::stoi(m[2].str());
@@ -585,7 +667,7 @@ void Supervisor::handle_line(const std::string& line, bool is_err) {
 // leader's job_stats event (sent by the runtime when the loop completed) also counts.
 bool Supervisor::roles_finished() {
     if (!controller_) return false;
-    for (const auto& role : plan_.layout.active_roles) {
+    for (const auto& role : layout_.active_roles) {
         const auto info = controller_->rank(role);
         if (!info || info->status != ft::RankStatus::exited) return false;
         if (info->step_tag < cfg().job.steps && !attempt_.job_stats_seen) return false;
@@ -674,6 +756,10 @@ void Supervisor::on_job_exit() {
         finish("finished", kExitOk, "");
         return;
     }
+    if (attempt_.launch.checkpoint_and_exit && !interrupted_ && lost_nodes_.empty()) {
+        end_checkpoint_for_requeue();
+        return;
+    }
     if (interrupted_) {
         finalize_restart(true);
         finish("interrupted", 128 + interrupted_, std::string("interrupted by ") + ::strsignal(interrupted_));
@@ -703,6 +789,11 @@ void Supervisor::on_job_exit() {
     if (forced_death_) {
         obs = *forced_death_;
         detail = forced_detail_;
+    } else if (!lost_nodes_.empty()) {
+        obs = {Observed::node_lost, 0};
+        std::string nodes;
+        for (const auto& n : lost_nodes_) nodes += (nodes.empty() ? "" : ", ") + n;
+        detail = "node " + nodes + " lost; " + detail;
     } else if (requested) {
         obs = {Observed::exit_code, requested};
         detail += "; ranks asked for it (exit code " + std::to_string(requested) + ")";
@@ -726,6 +817,8 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     const json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
     say("the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
         std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
+    for (const auto& node : lost_nodes_) node_failed(node, rule.classification);
+    lost_nodes_.clear();
     switch (rule.action) {
         case Action::stop:
             finish("failed", obs.what == Observed::exit_code && obs.value == 2 ? kExitUsage : kExitFailed,
@@ -798,12 +891,13 @@ bool Supervisor::try_warm_relaunch(const json& reason, Clock::time_point first_e
     // Nothing was ever committed: there is nothing to restore, start as the job first did.
     kind.relaunch = progressed;
     kind.resume = !progressed && attempt_.launch.resume;
+    move_off_bad_nodes(kind, reason);
     {
         std::lock_guard lock(metrics_state_.mutex);
         ++metrics_state_.warm_relaunches;
     }
     restart_ = r;
-    start_attempt("warm_relaunch", kind);
+    start_attempt(kind.checkpoint_and_exit ? "checkpoint_for_requeue" : "warm_relaunch", kind);
     return true;
 }
 
@@ -897,6 +991,155 @@ void Supervisor::finish(const std::string& outcome, int code, const std::string&
     outcome_ = outcome;
     exit_code_ = code;
     end_message_ = message;
+}
+
+// ------------------------------------------------------------------------------------------
+// nodes (Slurm)
+
+// The layout's name for a host a rank or PRRTE reported ("frnode3" for "frnode3.cluster"), or
+// "" if it is none of the job's nodes.
+std::string Supervisor::layout_node(const std::string& host) const {
+    if (!plan_.allocation) return "";
+    for (const auto& node : plan_.allocation->nodes)
+        if (short_name(node) == short_name(host)) return node;
+    return "";
+}
+
+void Supervisor::node_lost(const std::string& host, const std::string& evidence) {
+    const std::string node = layout_node(host);
+    if (node.empty() || lost_nodes_.count(node) || bad_nodes_.count(node) || tearing_down_) return;
+    const bool spawning = node == layout_.spawn_host() &&
+                          std::any_of(incidents_.begin(), incidents_.end(), [&](const Incident& i) {
+                              return i.attempt == attempt_.index && i.rule->tier == 1 && !i.recovered;
+                          });
+    if (spawning) {
+        // PRRTE 3.0.13 sometimes loses (or crashes) its daemon on the node a replacement is being
+        // spawned onto (docs/slurm.md, "Traps"). The node itself is fine: the relaunch that
+        // follows puts the replacement there all the same.
+        log("spawn_daemon_lost", {{"node", node}, {"attempt", attempt_.index}, {"evidence", evidence}});
+        say("mpirun lost its daemon on spare node " + node + " while spawning a replacement there: " +
+            "the MPI job ends; the relaunch puts the replacement on " + node);
+        return;
+    }
+    lost_nodes_.insert(node);
+    if (!first_failure_since_progress_) first_failure_since_progress_ = Clock::now();
+    log("node_lost", {{"node", node}, {"attempt", attempt_.index}, {"evidence", evidence}, {"step", steps_completed()}});
+    say("FAILURE: node " + node + " lost: " + evidence);
+}
+
+void Supervisor::node_failed(const std::string& node, std::string_view classification) {
+    if (!bad_nodes_.insert(node).second) return;
+    if (!plan_.allocation) return;
+    if (!cfg().slurm.drain_on_failure) {
+        log("drain_skipped", {{"node", node}, {"why", "slurm.drain_on_failure is false"}});
+        return;
+    }
+    const std::string reason = slurm::drain_reason(cfg().slurm.drain_reason, std::string(classification),
+                                                   steps_completed(), node, plan_.allocation->job_id);
+    pending_drains_.emplace_back(node, reason);
+}
+
+void Supervisor::run_pending_drains() {
+    for (const auto& [node, reason] : std::exchange(pending_drains_, {})) {
+        try {
+            slurm::drain_node(node, reason, std::chrono::seconds(5));
+            log("node_drained", {{"node", node}, {"reason", reason}});
+            say("drained " + node + ": \"" + reason + "\"");
+        } catch (const std::exception& e) {
+            log("drain_failed", {{"node", node}, {"reason", reason}, {"error", e.what()}});
+            say("could not drain " + node + " (it is still left out of this job): " + e.what());
+        }
+    }
+}
+
+// Before a relaunch: processes on nodes flashrec gave up on move to spare nodes, or, with none
+// left, to the other nodes (slurm.when_spares_exhausted).
+void Supervisor::move_off_bad_nodes(LaunchKind& kind, const json& reason) {
+    std::set<std::string> gone;
+    for (const auto& p : layout_.processes)
+        if (bad_nodes_.count(p.node)) gone.insert(p.node);
+    for (const auto& n : layout_.reserve_nodes)
+        if (bad_nodes_.count(n)) gone.insert(n);
+    if (gone.empty()) return;
+    const Relayout r = replace_nodes(layout_, gone);
+    json replaced = json::array();
+    for (const auto& [from, to] : r.replaced) {
+        replaced.push_back({{"node", from}, {"spare_node", to}});
+        say("spare node " + to + " takes the ranks of " + from);
+    }
+    const std::string& policy = cfg().slurm.when_spares_exhausted;
+    if (!r.doubled_up.empty()) {
+        std::string nodes;
+        for (const auto& n : r.doubled_up) nodes += (nodes.empty() ? "" : ", ") + n;
+        kind.checkpoint_and_exit = policy == "checkpoint-and-requeue" && kind.relaunch;
+        say("no spare node left for " + nodes + ": slurm.when_spares_exhausted = " + policy + ": its ranks " +
+            (kind.checkpoint_and_exit ? "join the other nodes just long enough to write an HDF5 checkpoint, then the job "
+                                        "is requeued"
+                                      : "run on the other nodes from now on (same results, slower steps)"));
+    }
+    log("relayout", {{"reason", reason},
+                     {"bad_nodes", gone},
+                     {"replaced", replaced},
+                     {"doubled_up", r.doubled_up},
+                     {"policy", r.doubled_up.empty() ? json(nullptr) : json(policy)},
+                     {"nodes", r.layout.nodes},
+                     {"spare_nodes", r.layout.reserve_nodes}});
+    layout_ = r.layout;
+}
+
+// A role that registered from another host than the layout says (a replacement spawned onto the
+// spare node): that is where its snapshots are from now on.
+void Supervisor::follow_replacements(const std::map<std::string, const ft::RankInfo*>& current) {
+    if (!layout_.slurm) return;
+    for (auto& p : layout_.processes) {
+        const auto it = current.find(p.role);
+        if (p.spare || it == current.end()) continue;
+        const std::string node = layout_node(it->second->hostname);
+        if (node.empty() || node == p.node) continue;
+        log("role_moved", {{"role", p.role}, {"from", p.node}, {"to", node}, {"pid", it->second->pid}});
+        say(p.role + " now runs on " + node + " (was " + p.node + ")");
+        p.node = node;
+        std::erase(layout_.reserve_nodes, node);
+    }
+}
+
+// The checkpoint-only relaunch ended: requeue if its checkpoint is there.
+void Supervisor::end_checkpoint_for_requeue() {
+    std::string why;
+    std::optional<std::int64_t> step;
+    try {
+        step = runtime::Checkpointer::newest_complete(cfg(), {cfg().job.dp, cfg().job.tp, cfg().job.pp}, why);
+    } catch (const std::exception& e) {
+        why = e.what();
+    }
+    restart_.reset();
+    if (!step) {
+        finish("spares_exhausted", kExitNoSpares, "spares exhausted, and the checkpoint for the requeue failed: " + why);
+        return;
+    }
+    requeue_checkpoint_ = *step;
+    log("checkpoint_for_requeue", {{"step", *step}, {"dir", cfg().checkpoint.dir}, {"attempt", attempt_.index}});
+    finish("requeued", kExitRequeued,
+           "no spare node left: checkpoint of step " + std::to_string(*step) + " written to " + cfg().checkpoint.dir +
+               (plan_.allocation ? "; requeueing Slurm job " + plan_.allocation->job_id : std::string()));
+}
+
+void Supervisor::requeue() {
+    if (!plan_.allocation) {
+        say("not in a Slurm job: resubmit with --resume to go on from step " + std::to_string(*requeue_checkpoint_));
+        return;
+    }
+    try {
+        slurm::requeue_job(plan_.allocation->job_id);
+        log("requeue", {{"job_id", plan_.allocation->job_id}, {"checkpoint_step", *requeue_checkpoint_}});
+        say("requeued Slurm job " + plan_.allocation->job_id + ": it restarts from the top of its batch script and " +
+            "--resume-if-checkpoint resumes from step " + std::to_string(*requeue_checkpoint_));
+    } catch (const std::exception& e) {
+        log("requeue_failed", {{"job_id", plan_.allocation->job_id}, {"error", e.what()}});
+        say(std::string("could not requeue: ") + e.what() + "; resubmit with --resume to go on from step " +
+            std::to_string(*requeue_checkpoint_));
+        exit_code_ = kExitNoSpares;
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1016,8 +1259,8 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     i.obs = {inc.reason == ft::IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
     i.role = inc.role;
     i.pid = inc.pid;
-    i.node = plan_.layout.node_of_role(inc.role);
-    if (i.node.empty() && is_spare_role(inc.role)) i.node = plan_.layout.spare_node;
+    i.node = layout_.node_of_role(inc.role);
+    if (i.node.empty() && is_spare_role(inc.role)) i.node = layout_.spare_node;
     i.hang = true;
     i.step = inc.last_step_tag;
     i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
@@ -1048,9 +1291,11 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     const auto window = milliseconds(cfg().detection.heartbeat_ms * 3 + 500);
     std::erase_if(recent, [&](const auto& e) { return now - e.second > window || e.first == inc.role; });
     recent.emplace_back(inc.role, now);
-    const int on_node = i.node == plan_.layout.spare_node ? 0 : plan_.layout.ranks_on_node(i.node);
-    if (on_node >= 2 && static_cast<int>(recent.size()) >= on_node) {
-        const bool remote = m.outcome == KillOutcome::remote;
+    const int on_node = i.node == layout_.spare_node ? 0 : layout_.ranks_on_node(i.node);
+    const bool remote = m.outcome == KillOutcome::remote;
+    // A rank on another host cannot be killed from here: its node has to go, whatever the
+    // other ranks there do.
+    if ((remote && layout_.slurm) || (on_node >= 2 && static_cast<int>(recent.size()) >= on_node)) {
         Incident n;
         n.attempt = attempt_.index;
         n.obs = {remote ? Observed::node_silent_remote : Observed::node_silent_local, 0};
@@ -1062,6 +1307,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
         say("FAILURE #" + std::to_string(node_inc.id) + ": node " + i.node + " silent -> " +
             std::string(node_inc.rule->classification) + ", " + std::string(to_string(node_inc.rule->action)));
         recent.clear();
+        if (node_inc.rule->action == Action::replace_node && layout_.slurm) lost_nodes_.insert(i.node);
         if (node_inc.rule->action == Action::replace_node && !attempt_.exited) {
             forced_death_ = n.obs;
             forced_detail_ = n.detail;
@@ -1150,6 +1396,14 @@ void Supervisor::on_recovery(const json& record) {
         return;
     }
     const std::string by = "in-job tier " + std::to_string(tier) + " (" + kind + ")";
+    // Under Slurm the node a rank died on is not used again (DESIGN.md "Slurm"): drained now,
+    // its other ranks moved off it at the next relaunch.
+    for (const auto& role : failed) {
+        std::string classification = "process_failed";
+        for (const auto& inc : incidents_)
+            if (inc.attempt == attempt_.index && inc.role == role) classification = inc.rule->classification;
+        if (layout_.slurm && !layout_.node_of_role(role).empty()) node_failed(layout_.node_of_role(role), classification);
+    }
     for (auto& inc : incidents_)
         if (!inc.recovered && inc.attempt == attempt_.index && failed.count(inc.role)) {
             inc.recovered = true;
@@ -1178,9 +1432,10 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
     for (const auto& r : ranks)
         if (r.registered_at >= attempt_.start) current[r.role] = &r;
     if (!current.empty()) attempt_.ever_registered = true;
+    follow_replacements(current);
     const auto now = Clock::now();
     bool all_registered = true, all_in_loop = true;
-    for (const auto& role : plan_.layout.active_roles) {
+    for (const auto& role : layout_.active_roles) {
         const auto it = current.find(role);
         if (it == current.end()) {
             all_registered = all_in_loop = false;
@@ -1215,14 +1470,14 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
 
     if (all_registered) {
         std::int64_t least = -1;
-        for (const auto& role : plan_.layout.active_roles) {
+        for (const auto& role : layout_.active_roles) {
             const std::int64_t tag = current[role]->step_tag;
             if (tag >= 0) least = least < 0 ? tag : std::min(least, tag);
         }
         if (least >= 0) tag_steps_ = least;
     }
     // Job-level stall: no active role's step tag moved for the stall limit.
-    for (const auto& role : plan_.layout.active_roles)
+    for (const auto& role : layout_.active_roles)
         if (const auto it = current.find(role); it != current.end()) {
             auto& last = last_tags_[role];
             if (it->second->step_tag != last) {
@@ -1336,6 +1591,7 @@ void Supervisor::print_progress(bool force) {
 
 void Supervisor::tick() {
     const auto now = Clock::now();
+    run_pending_drains();
     confirm_stalls();
     // Lost ranks, once their last words (exit lines) had a chance to arrive.
     for (auto it = pending_lost_.begin(); it != pending_lost_.end();) {
@@ -1361,7 +1617,13 @@ void Supervisor::tick() {
             }
             i.role = inc.role;
             i.pid = inc.pid;
-            i.node = plan_.layout.node_of_role(inc.role);
+            i.node = layout_.node_of_role(inc.role);
+            if (lost_nodes_.count(i.node)) {
+                // Part of its node's loss, which is the failure on record.
+                log("rank_lost_with_node", {{"role", inc.role}, {"pid", inc.pid}, {"node", i.node}});
+                it = pending_lost_.erase(it);
+                continue;
+            }
             i.step = inc.last_step_tag;
             i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
             // Its recovery may already be done: the record can beat the settle time.
@@ -1372,6 +1634,8 @@ void Supervisor::tick() {
                     i.recovery_ms = note.ms;
                 }
             const Incident& recorded = add_incident(i);
+            if (layout_.slurm && recorded.rule->tier == 1 && !recorded.node.empty())
+                node_failed(recorded.node, recorded.rule->classification);
             say("FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) +
                 ") lost at step tag " + std::to_string(inc.last_step_tag) +
                 (recorded.since_injection_ms >= 0 ? " (" + human_ms(recorded.since_injection_ms) + " after the fault)" : "") +
@@ -1520,6 +1784,14 @@ int Supervisor::run() {
             while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
                 const int sig = static_cast<int>(info.ssi_signo);
                 if (sig == SIGCHLD) continue;
+                if (sig == SIGUSR1) {
+                    // Slurm's warning before the time limit (sbatch --signal): the job goes on;
+                    // a requeue resumes from the newest periodic checkpoint.
+                    say("got SIGUSR1 (time limit near?): carrying on; the newest periodic checkpoint is what a "
+                        "requeue resumes from");
+                    log("signal", {{"signal", sig}, {"action", "ignored"}});
+                    continue;
+                }
                 if (interrupted_ || attempt_.exited) {
                     say("second signal: killing the job now");
                     if (!attempt_.exited) ::kill(-attempt_.child.pid, SIGKILL);
@@ -1555,7 +1827,9 @@ int Supervisor::run() {
     const int removed = ft::remove_all(cfg().job.name);
     log("shm_cleanup", {{"job", cfg().job.name}, {"segments_removed", removed}});
     print_progress(true);
+    run_pending_drains();
     summary();
+    if (requeue_checkpoint_) requeue();
     controller_.reset();
     metrics_.reset();
     return exit_code_;

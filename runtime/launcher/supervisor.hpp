@@ -15,6 +15,7 @@ inline constexpr int kExitUsage = 2;         // bad command line or train.yaml
 inline constexpr int kExitNeedsRelaunch = 75;  // tier 2 was needed but the relaunch budget is spent
 inline constexpr int kExitStateLost = 76;    // tier 3 was needed and there is no checkpoint to use
 inline constexpr int kExitNoSpares = 77;     // spares exhausted and there is no checkpoint to use
+inline constexpr int kExitRequeued = 79;     // spares exhausted: checkpoint written, Slurm job requeued
 
 struct SupervisorOptions {
     bool resume = false;                    // --resume

@@ -231,7 +231,9 @@ Checkpointer::Checkpointer(const config::Config& cfg, const std::vector<Protecte
         s.offsets.push_back(s.copy_bytes);
         s.copy_bytes += (b.bytes + 63) / 64 * 64;
     }
-    s.enabled = cfg.checkpoint.every_steps > 0 && !cfg.checkpoint.dir.empty();
+    // The worker exists whenever there is a directory: checkpoint_now() needs it even without
+    // periodic checkpoints.
+    s.enabled = !cfg.checkpoint.dir.empty();
     s.gen = std::make_shared<Generation>(std::move(identity), std::move(comm));
     if (s.enabled) s.worker = std::thread([&s] { s.work(); });
 }
@@ -250,9 +252,16 @@ Checkpointer::~Checkpointer() {
 }
 
 void Checkpointer::committed(std::int64_t version) {
+    const std::int64_t every = state_->settings.every_steps;
+    if (every <= 0 || version <= 0 || version % every != 0) return;
+    request(version);
+}
+
+void Checkpointer::checkpoint_now(std::int64_t version) { request(version); }
+
+void Checkpointer::request(std::int64_t version) {
     State& s = *state_;
-    const std::int64_t every = s.settings.every_steps;
-    if (!s.enabled || version <= 0 || version % every != 0) return;
+    if (!s.enabled) return;
     try {
         std::lock_guard lock(s.mutex);
         if (!s.gen || s.gen->aborted || s.gen->finished) return;

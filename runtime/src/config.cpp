@@ -2,6 +2,8 @@
 // Every error is a ConfigError naming the file, the 1-based line and the dotted field.
 #include "flashrec/runtime/config.hpp"
 
+#include "flashrec/slurm/allocation.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -22,6 +24,7 @@
 #include <variant>
 
 #include "flashrec/errors.hpp"
+#include "flashrec/slurm/allocation.hpp"
 
 namespace flashrec::config {
 namespace {
@@ -597,6 +600,16 @@ void validate(const Config& config, const Reader& reader, const std::vector<Faul
             check(false, "checkpoint.dir", "must not be empty when checkpoint.every_steps > 0");
         check(false, "checkpoint.every_steps",
               "is " + std::to_string(checkpoint.every_steps) + " but checkpoint.dir is not set");
+    }
+    const Slurm& slurm = config.slurm;
+    if (slurm.when_spares_exhausted == "checkpoint-and-requeue")
+        check(!checkpoint.dir.empty(), "slurm.when_spares_exhausted",
+              "is checkpoint-and-requeue, which needs checkpoint.dir (where the checkpoint for the requeued job "
+              "is written)");
+    try {
+        (void)slurm::drain_reason(slurm.drain_reason, "node_lost", 1, "node1", "1");
+    } catch (const Error& e) {
+        check(false, "slurm.drain_reason", e.what());
     }
     const Detection& detection = config.detection;
     check(detection.hang_timeout_ms > detection.heartbeat_ms, "detection.hang_timeout_ms",

@@ -338,9 +338,17 @@ void Runtime::Impl::warm_restore() {
     // Tier 2: a new MPI job in the same allocation. Every role finds its state in the node-local
     // snapshots the old job left: its own, or a ring replica on another node (DESIGN.md).
     timeline.begin();
-    const bool node_aware = cfg.protection.placement == "node-aware";
-    held_roles = topology::ring_predecessors(shape, role_index, cfg.protection.replicas, node_of_role,
-                                             node_aware);
+    // The launcher may have moved roles between nodes (a lost node's roles onto a spare, or
+    // doubled up on survivors), so the ring of the old job is not this job's: offer every
+    // replica this node holds for this role's key, whoever its owner is.
+    held_roles.clear();
+    const std::string me = topology::role_key(coord());
+    for (int owner = 0; owner < shape.size(); ++owner)
+        if (owner != role_index &&
+            versions_in(cfg.job.name, store_prefix() + ft::peer_role_key(
+                                          topology::role_key(topology::coord_of(shape, owner)), me))
+                    .newest >= 0)
+            held_roles.push_back(owner);
     watchdog.arm("relaunch-exchange", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
     const auto reports = exchange_reports(work);
     timeline.mark("exchange");

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <sstream>
 #include <cstdio>
 #include <cstdlib>
 #include <cctype>
@@ -82,6 +84,30 @@ std::vector<std::string> node_names(const ft::Comm& comm, const config::Job& job
     return names;
 }
 
+// FLASHREC_ROLE_OF_RANK="2,0,1,3": the role index of each active world rank, as flashrec-launch
+// laid the job out. A relaunch that moves a lost node's roles elsewhere must keep every other
+// role on the node that holds its snapshots, which the node-order rule alone cannot promise.
+std::vector<int> roles_from_launcher(const std::string& text, int roles) {
+    std::vector<int> role_of;
+    std::vector<bool> seen(static_cast<size_t>(roles), false);
+    std::stringstream list(text);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+        int role = -1;
+        const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), role);
+        if (ec != std::errc() || end != item.data() + item.size() || role < 0 || role >= roles ||
+            seen[static_cast<size_t>(role)])
+            throw Error("FLASHREC_ROLE_OF_RANK='" + text + "': '" + item + "' is not an unused role index 0.." +
+                        std::to_string(roles - 1));
+        seen[static_cast<size_t>(role)] = true;
+        role_of.push_back(role);
+    }
+    if (static_cast<int>(role_of.size()) != roles)
+        throw Error("FLASHREC_ROLE_OF_RANK='" + text + "' names " + std::to_string(role_of.size()) +
+                    " roles; the job has " + std::to_string(roles));
+    return role_of;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -144,8 +170,10 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     for (int p = 0; p < shape.size(); ++p)
         active_nodes.push_back(node_id.emplace(names[static_cast<size_t>(p)],
                                                static_cast<int>(node_id.size())).first->second);
-    const auto role_of_process =
-        topology::assign_roles(shape, active_nodes, topology::parse_placement(cfg.job.placement));
+    const auto role_of_process = std::getenv("FLASHREC_ROLE_OF_RANK")
+                                     ? roles_from_launcher(std::getenv("FLASHREC_ROLE_OF_RANK"), shape.size())
+                                     : topology::assign_roles(shape, active_nodes,
+                                                              topology::parse_placement(cfg.job.placement));
     node_of_role.assign(static_cast<size_t>(shape.size()), 0);
     for (int p = 0; p < shape.size(); ++p)
         node_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] =
@@ -376,12 +404,45 @@ void Runtime::Impl::finish_loop() {
         }
     }
     if (abandoned) return;  // a failure at the very end: leave the segments to the launcher
-    // The job's snapshots are no longer needed: one process per node removes them all,
-    // including those of processes that died earlier on that node.
-    bool first = true;
+    remove_node_snapshots();
+}
+
+void Runtime::Impl::remove_node_snapshots() {
+    // One process per node removes them all, including those of processes that died earlier
+    // on that node.
     for (int r = 0; r < role_index; ++r)
-        if (node_of_role[static_cast<size_t>(r)] == node_of_role[static_cast<size_t>(role_index)]) first = false;
-    if (first) ft::remove_all(cfg.job.name);
+        if (node_of_role[static_cast<size_t>(r)] == node_of_role[static_cast<size_t>(role_index)]) return;
+    ft::remove_all(cfg.job.name);
+}
+
+void Runtime::Impl::checkpoint_and_leave() {
+    // slurm.when_spares_exhausted = checkpoint-and-requeue: the launcher relaunched the job on
+    // the nodes that are left only to turn the restored state into an HDF5 checkpoint, which
+    // the requeued job resumes from.
+    if (!checkpointer) end_job("a checkpoint for the requeue needs checkpoint.dir and protection", 76);
+    guarded([&] {
+        if (protection) protection->wait();
+        checkpointer->checkpoint_now(step);
+        checkpointer->finish();
+        ft::check(MPI_Barrier(work.get()), "MPI_Barrier(checkpoint for requeue)", work);
+    });
+    if (abandoned) end_job("the checkpoint for the requeue failed (see above)", 76);
+    if (role_index == 0) {
+        log("checkpoint for requeue: step " + std::to_string(step) + " written to " + cfg.checkpoint.dir +
+            "; leaving so that the requeued job resumes from it");
+        try {
+            spares::release(universe, spare_ranks);
+        } catch (const Error& e) {
+            log(std::string("could not release the hot spares: ") + e.what());
+        }
+    }
+    protection.reset();
+    checkpointer.reset();
+    remove_node_snapshots();
+    heartbeat.reset();  // BYE: this process leaves on purpose
+    for (ft::Comm* c : {&dp, &tp, &pp, &replication, &checkpoint_comm, &work, &universe}) *c = ft::Comm();
+    MPI_Finalize();
+    std::exit(0);
 }
 
 void Runtime::Impl::on_failure(const std::exception& e) {
@@ -507,6 +568,7 @@ std::int64_t Runtime::loop_start() {
         im.finish_recovery();
     } else if (im.relaunched) {
         im.warm_restore();
+        if (std::getenv("FLASHREC_CHECKPOINT_AND_EXIT")) im.checkpoint_and_leave();
     } else if (im.resume_requested) {
         std::string why;
         const auto version = runtime::Checkpointer::newest_complete(im.cfg, im.shape, why);

@@ -188,9 +188,12 @@ std::string format_reason(std::string_view tmpl, const std::map<std::string, std
     return out;
 }
 
-std::string drain_reason(const std::string& classification, long long step) {
-    return format_reason(default_reason_template,
-                         {{"classification", classification}, {"step", std::to_string(step)}});
+std::string drain_reason(std::string_view tmpl, const std::string& classification, long long step,
+                         const std::string& node, const std::string& job_id) {
+    return format_reason(tmpl, {{"classification", classification},
+                                {"step", std::to_string(step)},
+                                {"node", node},
+                                {"job", job_id}});
 }
 
 std::vector<std::string> drain_command(const std::string& node, const std::string& reason) {

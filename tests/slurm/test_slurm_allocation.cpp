@@ -107,7 +107,8 @@ TEST_CASE("split_nodes: active first, the rest spare; too few names both numbers
 }
 
 TEST_CASE("format_reason fills fields and keeps the reason safe for scontrol") {
-    CHECK(fs::drain_reason("node_lost", 1234) == "flashrec: node_lost at step 1234");
+    CHECK(fs::drain_reason(fs::default_reason_template, "node_lost", 1234, "n3", "17") == "flashrec: node_lost at step 1234");
+    CHECK(fs::drain_reason("{node} of job {job}: {classification}", "node_hung", 7, "n3", "17") == "n3 of job 17: node_hung");
     CHECK(fs::format_reason("{a}-{{literal}}-{b}", {{"a", "x"}, {"b", "y"}}) == "x-{literal}-y");
     CHECK(fs::format_reason("flashrec: {c}", {{"c", "two\nlines \"quoted\""}}) ==
           "flashrec: two lines 'quoted'");

@@ -43,6 +43,9 @@ public:
     // committed everywhere; starts a checkpoint of it in the background when
     // version % every_steps == 0 (and checkpoints are configured). Never blocks on I/O.
     void committed(std::int64_t version);
+    // Starts a checkpoint of committed snapshot `version` whatever every_steps says (the
+    // checkpoint-and-requeue policy). Needs checkpoint.dir; never blocks on I/O.
+    void checkpoint_now(std::int64_t version);
     // The loop ended: waits for the checkpoint in flight (if any) to be published.
     void finish();
     // A failure: abandons the checkpoint in flight (it is never published; its staging directory
@@ -61,6 +64,7 @@ public:
                         const std::string& role_key, std::int64_t version);
 
 private:
+    void request(std::int64_t version);
     struct State;
     std::unique_ptr<State> state_;
 };

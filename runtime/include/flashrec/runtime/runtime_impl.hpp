@@ -117,6 +117,8 @@ struct Runtime::Impl {
     void start_protection(std::int64_t version);
     // The loop ended: last snapshot committed, segments of this job on this node removed.
     void finish_loop();
+    void remove_node_snapshots();          // this node's segments of the job, by one process
+    [[noreturn]] void checkpoint_and_leave();  // FLASHREC_CHECKPOINT_AND_EXIT after a relaunch
     // Runs an MPI collective of this step; on a process failure or revoke, abandons the step.
     // Any MPI error counts: under ULFM a collective that a failure interrupted may report
     // MPI_ERR_OTHER on some ranks and MPI_ERR_PROC_FAILED on others (seen here).

@@ -62,8 +62,10 @@ inline constexpr std::string_view default_reason_template = "flashrec: {classifi
 // quotes become single quotes (scontrol strips a leading quote), at most 200 bytes.
 std::string format_reason(std::string_view tmpl, const std::map<std::string, std::string>& fields);
 
-// format_reason(default_reason_template, {classification, step}).
-std::string drain_reason(const std::string& classification, long long step);
+// format_reason(tmpl, ...) with the fields a drain reason may name: {classification} (the
+// error class, e.g. node_lost), {step} (the step the job had reached), {node}, {job} (job id).
+std::string drain_reason(std::string_view tmpl, const std::string& classification, long long step,
+                         const std::string& node, const std::string& job_id);
 
 // {"scontrol", "update", "nodename=<node>", "state=drain", "reason=<reason>"}. Validates the
 // node name (one host, no list) and that the reason is not empty (Slurm requires one).
