@@ -164,6 +164,7 @@ struct Incident {
     double detection_latency_ms = -1;  // the controller's: since the last heartbeat / tag move
     double since_injection_ms = -1;    // from the fault injector's timestamp, when known
     bool hang = false;
+    KillOutcome kill = KillOutcome::killed;  // for a hang: what became of the SIGKILL
     Clock::time_point at{};  // when the launcher recorded it
     bool recovered = false;
     std::string recovered_by;  // "in-job tier 1 (hot)", "warm relaunch 1", ...
@@ -522,8 +523,9 @@ void Supervisor::setup() {
         " (dp " + std::to_string(job.dp) + " x tp " + std::to_string(job.tp) + " x pp " + std::to_string(job.pp) +
         ") on " + std::to_string(job.nodes) + " node" + (job.nodes == 1 ? "" : "s") + " + " +
         std::to_string(job.hot_spares) + " hot spare" + (job.hot_spares == 1 ? "" : "s") +
-        (layout_.slurm ? " + " + std::to_string(layout_.reserve_nodes.size()) + " spare node(s) " +
-                             shell_join(layout_.reserve_nodes) + " (Slurm job " + plan_.allocation->job_id + ")"
+        (layout_.slurm ? " + " + std::to_string(layout_.reserve_nodes.size()) + " spare node(s)" +
+                             (layout_.reserve_nodes.empty() ? "" : " " + shell_join(layout_.reserve_nodes)) +
+                             " (Slurm job " + plan_.allocation->job_id + ")"
                        : std::string()) +
         "; control plane " +
         control_endpoint_ + (metrics_ ? "; metrics http://" + metrics_->endpoint() + "/metrics" : std::string()) +
@@ -840,7 +842,9 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
             return;
         default:
             if (try_warm_relaunch(reason, first_evidence)) {
-                recorded.recovered_by = "warm relaunch " + std::to_string(warm_relaunches_);
+                recorded.recovered_by = attempt_.launch.checkpoint_and_exit
+                                            ? "checkpoint for requeue (slurm.when_spares_exhausted)"
+                                            : "warm relaunch " + std::to_string(warm_relaunches_);
                 return;
             }
             if (try_cold_restart(reason, first_evidence)) {
@@ -1262,6 +1266,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     i.node = layout_.node_of_role(inc.role);
     if (i.node.empty() && is_spare_role(inc.role)) i.node = layout_.spare_node;
     i.hang = true;
+    i.kill = m.outcome;
     i.step = inc.last_step_tag;
     i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
     if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end())
@@ -1745,7 +1750,9 @@ void Supervisor::summary() {
                            (i.step >= 0 ? " at step " + std::to_string(i.step) : "") + ": " +
                            std::string(i.rule->classification) + " -> " + std::string(to_string(i.rule->action));
         if (i.hang)
-            line += ", killed after " + human_ms(i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms);
+            line += (i.kill == KillOutcome::killed ? ", killed after " : ", found after ") +
+                    human_ms(i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms) +
+                    (i.kill == KillOutcome::killed ? "" : " (not killed: " + std::string(to_string(i.kill)) + ")");
         if (!i.recovered_by.empty())
             line += "; recovered by " + i.recovered_by + (i.recovery_ms >= 0 ? " in " + human_ms(i.recovery_ms) : "");
         say(line);

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# slurm.launch.<mode>: flashrec-launch end to end on the Slurm test cluster, submitted with the
+# sbatch template as a user would (example trainer, 4 active nodes + 1 spare node), with a real
+# failure injected from outside the job. Every mode checks that the job finished with the final
+# checksum of a failure-free run of the same train.yaml, and that the bad node is drained with
+# flashrec's reason.
+#   node_loss        a whole active node is killed (every process, cgroup.kill): tier 2, the
+#                    spare node takes its ranks; prints the recovery timeline
+#   node_freeze      a whole active node is frozen (cgroup.freeze): flashrec's heartbeats find it,
+#                    tier 2 onto the spare node
+#   ranks_of_node    only the trainer ranks of one node are SIGKILLed (its PRRTE daemon lives):
+#                    tier 1, a replacement is spawned onto the spare node
+#   spares_exhausted no spare node (4 nodes), slurm.when_spares_exhausted: checkpoint-and-requeue:
+#                    a node is killed, the launcher writes an HDF5 checkpoint, requeues the job,
+#                    and the requeued job resumes from it
+#   srun_launch      no failure: `srun flashrec-launch train.yaml` in a batch script, one task per
+#                    node; exactly one task (task 0) launches, the others exit at once
+source "$(dirname "$0")/lib.sh"
+mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|spares_exhausted|srun_launch> <flashrec-launch> <trainer>}
+launcher=$(realpath "${2:?flashrec-launch executable}")
+trainer=$(realpath "${3:?trainer executable}")
+victim=frnode3  # an active node that is not the batch host (frnode1 runs the launcher)
+steps=300
+kill_after=80   # steps completed before the failure
+
+nodes=4 spare_nodes=1 policy=shrink
+[ "$mode" = spares_exhausted ] && spare_nodes=0 policy=checkpoint-and-requeue
+cluster_up --nodes 5
+
+write_yaml() {  # <file> <checkpoint dir>
+    cat > "$1" <<YAML
+job: {name: fr-e2e-$mode, nodes: $nodes, ranks_per_node: 1, dp: 4, spare_nodes: $spare_nodes, steps: $steps, seed: 7}
+launch: {program: $trainer}
+trainer: {model: {input: 16, hidden: 32, output: 4}, batch_per_rank: 8, lr: 0.01, log_every: 100}
+detection: {hang_timeout_ms: 3000}
+checkpoint: {dir: $2, every_steps: 50}
+slurm: {when_spares_exhausted: $policy}
+YAML
+}
+
+# The failure-free reference: the same job on this machine (roles on virtual nodes; the result
+# does not depend on placement, ft.mlp_repeatable_and_placement_independent).
+write_yaml "$FRS_JOB_DIR/reference.yaml" "$FRS_JOB_DIR/reference-ckpt"
+reference=$(cd "$FRS_JOB_DIR" && timeout 120 "$FRS_ROOT/tools/fr-mpirun" -n 4 "$trainer" \
+            --config "$FRS_JOB_DIR/reference.yaml" 2>/dev/null | sed -n 's/^final_checksum=//p')
+[ -n "$reference" ] || fail "the failure-free reference run printed no final_checksum"
+say "failure-free reference: final_checksum=$reference"
+
+write_yaml "$FRS_JOB_DIR/train.yaml" "$FRS_JOB_DIR/ckpt"
+cd "$FRS_JOB_DIR"
+events="$FRS_JOB_DIR/fr-e2e-$mode.events.jsonl"
+if [ "$mode" = srun_launch ]; then
+    job=$(timeout 10 sbatch --parsable --nodes=5 --ntasks-per-node=1 --no-kill --time=10 -o "$FRS_JOB_DIR/srun-%j.out" \
+          --wrap "srun $launcher train.yaml")
+    out="$FRS_JOB_DIR/srun-$job.out"
+    say "job $job submitted: srun flashrec-launch train.yaml, 5 tasks"
+    wait_until 150 "job $job finished" job_done "$job"
+    grep -av '^step \|flashrec-launch: step \|checkpoint: step ' "$out" | sed 's/^/  | /'
+    [ "$(job_state "$job")" = COMPLETED ] || fail "job $job ended $(job_state "$job")"
+    [ "$(grep -ac '^flashrec-launch: job fr-e2e-srun_launch: [0-9]* ranks' "$out")" = 1 ] || fail "not exactly one launcher acted"
+    [ "$(grep -ac 'the launcher runs in task 0; this task exits' "$out")" = 4 ] || fail "the other 4 tasks did not step aside"
+    final=$(grep -a '^final_checksum=' "$out" | tail -n 1 | sed 's/^final_checksum=//')
+    [ "$final" = "$reference" ] || fail "final checksum $final differs from the failure-free run's $reference"
+    say "ok: one launcher (task 0), 4 tasks stepped aside, checksum $final equal"
+    exit 0
+fi
+job=$(FLASHREC_LAUNCH="$launcher" timeout 10 sbatch --parsable --nodes=$((nodes + spare_nodes)) --time=10 \
+      "$FRS_ROOT/slurm/templates/flashrec.sbatch" train.yaml)
+out="$FRS_JOB_DIR/flashrec-$job.out"
+say "job $job submitted ($nodes active + $spare_nodes spare node(s), $steps steps)"
+
+progressed() { grep -aqE "step ([0-9]+)/$steps" "$out" 2>/dev/null &&
+               [ "$(grep -aoE "step [0-9]+/$steps" "$out" | tail -n 1 | sed 's/step \([0-9]*\).*/\1/')" -ge "$kill_after" ]; }
+wait_until 90 "job $job past step $kill_after" progressed
+
+kill_ms=$(date +%s%3N)
+case $mode in
+    node_loss | spares_exhausted)
+        "$TC/node.sh" kill "$victim" >/dev/null
+        say "KILLED node $victim (every process on it)" ;;
+    node_freeze)
+        "$TC/node.sh" freeze "$victim" >/dev/null
+        say "FROZE node $victim (every process on it stopped)" ;;
+    ranks_of_node)
+        cg=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)/flashrec-slurm/$victim
+        [ -d "$cg" ] || cg=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)/unified/flashrec-slurm/$victim
+        ranks=()
+        for pid in $(cat "$cg/cgroup.procs"); do
+            [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$(basename "$trainer" | cut -c1-15)" ] && ranks+=("$pid")
+        done
+        ((${#ranks[@]} > 0)) || fail "no trainer rank found on $victim"
+        kill -KILL "${ranks[@]}"
+        say "KILLED the ${#ranks[@]} trainer rank(s) on $victim (pids ${ranks[*]}); its PRRTE daemon lives" ;;
+    *) fail "unknown mode $mode" ;;
+esac
+
+if [ "$mode" = spares_exhausted ]; then
+    # Slurm holds a requeued job ~2 minutes (BeginTime); release it once it is pending again.
+    release_requeued() {
+        local info
+        info=$(timeout 10 scontrol show job -o "$job")
+        [[ $info == *Restarts=1* ]] || return 1
+        [[ $info == *JobState=PENDING* ]] || { [[ $info == *JobState=RUNNING* || $info == *JobState=COMPLETED* ]]; return; }
+        [[ $info == *Reason=BeginTime* ]] && timeout 10 scontrol update jobid="$job" StartTime=now
+        return 1
+    }
+    wait_until 90 "job $job requeued and started again" release_requeued
+fi
+wait_until 150 "job $job finished" job_done "$job"
+[ "$mode" = node_freeze ] && "$TC/node.sh" thaw "$victim" >/dev/null
+say "job $job: $(job_state "$job")"
+grep -av '^step \|flashrec-launch: step \|checkpoint: step ' "$out" | sed 's/^/  | /'
+[ "$(job_state "$job")" = COMPLETED ] || fail "job $job ended $(job_state "$job")"
+
+final=$(grep -a '^final_checksum=' "$out" | tail -n 1 | sed 's/^final_checksum=//')
+reason=$(timeout 10 sinfo -h -R -n "$victim" -o '%E')
+say "drained: $victim: \"$reason\" (sinfo -R)"
+[[ $reason == "flashrec: "*" at step "* ]] || fail "$victim is not drained with flashrec's reason"
+
+# What the launcher recorded: where the ranks went, and when training resumed.
+python3 - "$events" "$kill_ms" "$mode" "$victim" <<'PY' || fail "the event log does not show the expected recovery"
+import json, sys
+events, kill_ms, mode, victim = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+recs = [json.loads(line) for line in open(events)]
+def ts_ms(r):
+    from datetime import datetime
+    return datetime.strptime(r["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=__import__("datetime").timezone.utc).timestamp() * 1000
+moves = [(r["from"], r["to"]) for r in recs if r["event"] == "role_moved"]
+relayouts = [r for r in recs if r["event"] == "relayout"]
+launches = [r for r in recs if r["event"] == "launch"]
+for r in relayouts:
+    print(f"relayout: bad {r['bad_nodes']} -> nodes {r['nodes']}, replaced {r['replaced']}, doubled up {r['doubled_up']}")
+for f, t in moves:
+    print(f"role moved: {f} -> {t}")
+if mode == "spares_exhausted":
+    req = [r for r in recs if r["event"] == "checkpoint_for_requeue"]
+    assert req, "no checkpoint_for_requeue record"
+    assert [r for r in recs if r["event"] == "requeue"], "no requeue record"
+    assert relayouts and relayouts[0]["doubled_up"] == [victim], "the lost node's ranks were not doubled up"
+    print(f"checkpoint for requeue: step {req[0]['step']}; requeued; resumed from it")
+    sys.exit(0)
+final_nodes = launches[-1].get("nodes") if len(launches) > 1 else None
+took_over = ("frnode5" in (final_nodes or [])) or (victim, "frnode5") in moves
+assert took_over, f"the spare node frnode5 did not take {victim}'s ranks (launch nodes {final_nodes}, moves {moves})"
+relaunch = [r for r in recs if r["event"] == "warm_relaunch" and r.get("outcome") == "resumed"]
+recovery = [r for r in recs if r["event"] == "recovery"]
+if relaunch:
+    r = relaunch[0]
+    ph = r["phases_ms"]
+    print(f"timeline (ms after the kill): launcher noticed {r['died_unix_ms'] - kill_ms:.0f}, "
+          f"new mpirun started {ts_ms(launches[-1]) - kill_ms:.0f}, training resumed {r['resumed_unix_ms'] - kill_ms:.0f}")
+    print("phases (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in ph.items()) + f"; total {r['total_ms']:.0f}")
+    print(f"NODE-LOSS RECOVERY: kill -> training resumed on the spare node in {(r['resumed_unix_ms'] - kill_ms) / 1000:.2f} s "
+          f"(tier 2, warm relaunch; {r['steps_replayed']} step(s) replayed)")
+elif recovery:
+    r = recovery[0]
+    print(f"tier {r['tier']} in-job recovery ({r['replacement']}) in {r['total_ms']:.0f} ms: " +
+          ", ".join(f"{k} {v:.0f}" for k, v in r["phases_ms"].items()))
+else:
+    raise SystemExit("no recovery record")
+PY
+say "final checksum $final, failure-free $reference"
+[ "$final" = "$reference" ] || fail "final checksum $final differs from the failure-free run's $reference"
+say "ok: $mode survived, checksums equal"
