@@ -13,7 +13,11 @@
 #include <cstring>
 #include <fstream>
 #include <ostream>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <regex>
 #include <signal.h>
 #include <sstream>
@@ -32,6 +36,52 @@ extern char** environ;
 namespace flashrec::launcher {
 
 namespace fs = std::filesystem;
+
+// The local IPv4 address this machine uses to reach `host` (the route's source address), or ""
+// if the name does not resolve or there is no route. Sends nothing: connect() on a UDP socket
+// only picks the route.
+std::string address_towards(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return "";
+    std::string address;
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    char text[INET_ADDRSTRLEN] = {};
+    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+        address = text;
+    if (fd >= 0) ::close(fd);
+    ::freeaddrinfo(found);
+    return address;
+}
+
+// The IPv4 subnet ("10.200.0.0/24") of the local interface that holds `address`, or "".
+std::string subnet_of(const std::string& address) {
+    in_addr wanted{};
+    if (::inet_pton(AF_INET, address.c_str(), &wanted) != 1) return "";
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return "";
+    std::string subnet;
+    for (const ifaddrs* i = list; i && subnet.empty(); i = i->ifa_next) {
+        if (!i->ifa_addr || !i->ifa_netmask || i->ifa_addr->sa_family != AF_INET) continue;
+        const auto ip = reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+        const auto mask = reinterpret_cast<const sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
+        if (ip != wanted.s_addr) continue;
+        in_addr net{ip & mask};
+        char text[INET_ADDRSTRLEN] = {};
+        ::inet_ntop(AF_INET, &net, text, sizeof text);
+        subnet = std::string(text) + "/" + std::to_string(__builtin_popcount(ntohl(mask)));
+    }
+    ::freeifaddrs(list);
+    return subnet;
+}
+
+std::string short_name(const std::string& host) { return host.substr(0, host.find('.')); }
 
 std::string local_hostname() {
     std::array<char, 256> buffer{};
@@ -265,6 +315,14 @@ Plan make_plan(const PlanRequest& request) {
     const char* use_slurm = std::getenv("FLASHREC_SLURM");
     if (slurm::in_allocation() && !(use_slurm && std::string(use_slurm) == "0"))
         plan.allocation = slurm::read_allocation(plan.cfg.job.nodes, plan.cfg.job.spare_nodes);
+    if (plan.allocation && !std::getenv("FLASHREC_BTL_IF"))
+        // MPI between nodes needs the network the nodes reach each other on (fr-mpirun's
+        // default, lo, only works on one machine): the subnet of the route to another node.
+        for (const auto& node : plan.allocation->nodes)
+            if (short_name(node) != short_name(plan.local_host)) {
+                plan.btl_if = subnet_of(address_towards(node));
+                break;
+            }
     plan.layout = make_layout(plan.cfg, plan.local_host, plan.allocation ? &*plan.allocation : nullptr);
     return plan;
 }
@@ -388,6 +446,8 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
         << "  FLASHREC_LAUNCH_ID=<16 hex digits, tags the job's processes>\n";
     for (const auto& [name, value] : plan.rank_variables(kind, layout)) out << "  " << name << "=" << value << "\n";
     out << "\n";
+    if (!plan.btl_if.empty())
+        out << "MPI network    FLASHREC_BTL_IF=" << plan.btl_if << " (unset: the subnet of the route to another node)\n";
     out << "control plane  " << cfg.detection.bind << ":" << cfg.detection.port << ", heartbeat "
         << cfg.detection.heartbeat_ms << " ms, hang timeout " << cfg.detection.hang_timeout_ms << " ms\n";
     out << "metrics        "

@@ -77,6 +77,7 @@ struct Plan {
     Layout layout;                      // of the first start
     std::string local_host;
     std::optional<slurm::Allocation> allocation;  // inside a Slurm job
+    std::string btl_if;  // FLASHREC_BTL_IF for mpirun when it was unset ("" = leave it)
 
     int process_count() const { return static_cast<int>(layout.processes.size()); }
     // Where the hostfile of a Slurm start is written (beside the event log).
@@ -114,5 +115,8 @@ std::string shell_join(const std::vector<std::string>& argv);
 void print_dry_run(const Plan& plan, bool resume, std::ostream& out);
 
 std::string local_hostname();
+std::string short_name(const std::string& host);  // "n3" for "n3.cluster.org"
+// The local IPv4 address this machine uses to reach `host` (the route's source), or "".
+std::string address_towards(const std::string& host);
 
 }  // namespace flashrec::launcher

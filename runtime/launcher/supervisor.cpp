@@ -1,9 +1,6 @@
 #include "supervisor.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
@@ -85,31 +82,6 @@ std::string wire_hostname(std::string name) {
     for (char& c : name)
         if (!ft::wire::valid_hostname(std::string_view(&c, 1))) c = '-';
     return name.empty() ? "unknown" : name;
-}
-
-std::string short_name(const std::string& host) { return host.substr(0, host.find('.')); }
-
-// The local IPv4 address this machine uses to reach `host` (the route's source address), or ""
-// if the name does not resolve or there is no route. Sends nothing: connect() on a UDP socket
-// only picks the route.
-std::string address_towards(const std::string& host) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_DGRAM;
-    addrinfo* found = nullptr;
-    if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return "";
-    std::string address;
-    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_in local{};
-    socklen_t length = sizeof local;
-    char text[INET_ADDRSTRLEN] = {};
-    if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
-        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
-        address = text;
-    if (fd >= 0) ::close(fd);
-    ::freeaddrinfo(found);
-    return address;
 }
 
 bool in_step_loop(ft::wire::Phase p) {
@@ -405,6 +377,7 @@ std::vector<std::string> Supervisor::child_environment(const LaunchKind& launch)
     env.push_back("FLASHREC_TOKEN=" + ft::wire::token_to_hex(token_));
     env.push_back(std::string(kLaunchIdVar) + "=" + launch_id_);
     for (const auto& [name, value] : plan_.rank_variables(launch, layout_)) env.push_back(name + "=" + value);
+    if (!plan_.btl_if.empty()) env.push_back("FLASHREC_BTL_IF=" + plan_.btl_if);
     return env;
 }
 
@@ -436,6 +409,9 @@ void Supervisor::setup() {
     const auto& d = cfg().detection;
     ft::ControllerOptions co;
     co.bind_address = d.bind;
+    if (!plan_.btl_if.empty())
+        say("MPI network: FLASHREC_BTL_IF=" + plan_.btl_if +
+            " (not set: the subnet of this node's route to the other nodes; set it to pick another network)");
     if (plan_.allocation && (d.bind == "127.0.0.1" || d.bind == "localhost" || d.bind == "::1")) {
         // Ranks on other nodes cannot reach loopback: listen on the address this node uses to
         // reach the job's other nodes (the token still guards the port).

@@ -14,7 +14,8 @@
 #                    a node is killed, the launcher writes an HDF5 checkpoint, requeues the job,
 #                    and the requeued job resumes from it
 #   srun_launch      no failure: `srun flashrec-launch train.yaml` in a batch script, one task per
-#                    node; exactly one task (task 0) launches, the others exit at once
+#                    node, FLASHREC_BTL_IF unset; exactly one task (task 0) launches, the others
+#                    exit at once, and the launcher finds the nodes' subnet for MPI by itself
 source "$(dirname "$0")/lib.sh"
 mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|spares_exhausted|srun_launch> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
@@ -50,8 +51,9 @@ write_yaml "$FRS_JOB_DIR/train.yaml" "$FRS_JOB_DIR/ckpt"
 cd "$FRS_JOB_DIR"
 events="$FRS_JOB_DIR/fr-e2e-$mode.events.jsonl"
 if [ "$mode" = srun_launch ]; then
-    job=$(timeout 10 sbatch --parsable --nodes=5 --ntasks-per-node=1 --no-kill --time=10 -o "$FRS_JOB_DIR/srun-%j.out" \
-          --wrap "srun $launcher train.yaml")
+    # Without FLASHREC_BTL_IF the launcher finds the network between the nodes by itself.
+    job=$(env -u FLASHREC_BTL_IF timeout 10 sbatch --parsable --nodes=5 --ntasks-per-node=1 --no-kill --time=10 \
+          -o "$FRS_JOB_DIR/srun-%j.out" --wrap "srun $launcher train.yaml")
     out="$FRS_JOB_DIR/srun-$job.out"
     say "job $job submitted: srun flashrec-launch train.yaml, 5 tasks"
     wait_until 150 "job $job finished" job_done "$job"
@@ -59,6 +61,7 @@ if [ "$mode" = srun_launch ]; then
     [ "$(job_state "$job")" = COMPLETED ] || fail "job $job ended $(job_state "$job")"
     [ "$(grep -ac '^flashrec-launch: job fr-e2e-srun_launch: [0-9]* ranks' "$out")" = 1 ] || fail "not exactly one launcher acted"
     [ "$(grep -ac 'the launcher runs in task 0; this task exits' "$out")" = 4 ] || fail "the other 4 tasks did not step aside"
+    grep -aq 'MPI network: FLASHREC_BTL_IF=10\.200\.0\.0/24 ' "$out" || fail "the launcher did not find the inter-node subnet"
     final=$(grep -a '^final_checksum=' "$out" | tail -n 1 | sed 's/^final_checksum=//')
     [ "$final" = "$reference" ] || fail "final checksum $final differs from the failure-free run's $reference"
     say "ok: one launcher (task 0), 4 tasks stepped aside, checksum $final equal"

@@ -379,6 +379,15 @@ TEST_CASE("bad: enumerations") {
                 "must be one of shrink, checkpoint-and-requeue; got 'requeue'");
 }
 
+TEST_CASE("bad: Slurm policies that cannot work") {
+    check_error("slurm:\n  when_spares_exhausted: checkpoint-and-requeue\n", 2, "slurm.when_spares_exhausted",
+                "is checkpoint-and-requeue, which needs checkpoint.dir");
+    check_error("slurm:\n  drain_reason: 'flashrec {clasification}'\n", 2, "slurm.drain_reason", "clasification");
+    check_error("slurm:\n  drain_reason: 'flashrec {step'\n", 2, "slurm.drain_reason", "");
+    CHECK_NOTHROW(flashrec::config::parse("slurm:\n  drain_reason: '{node} of job {job}: {classification} at {step}'\n",
+                                          "train.yaml"));
+}
+
 TEST_CASE("bad: faults in the list") {
     const std::string job = "job:\n  dp: 4\n  nodes: 4\n  hot_spares: 1\n";  // faults: on line 5
     check_error(job + "faults: role=1:step=3\n", 5, "faults",
