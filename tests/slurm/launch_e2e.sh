@@ -13,11 +13,13 @@
 #   spares_exhausted no spare node (4 nodes), slurm.when_spares_exhausted: checkpoint-and-requeue:
 #                    a node is killed, the launcher writes an HDF5 checkpoint, requeues the job,
 #                    and the requeued job resumes from it
+#   shrink           no spare node (4 nodes), slurm.when_spares_exhausted: shrink: a node is
+#                    killed and its ranks double up on the other 3 nodes for the rest of the job
 #   srun_launch      no failure: `srun flashrec-launch train.yaml` in a batch script, one task per
 #                    node, FLASHREC_BTL_IF unset; exactly one task (task 0) launches, the others
 #                    exit at once, and the launcher finds the nodes' subnet for MPI by itself
 source "$(dirname "$0")/lib.sh"
-mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|spares_exhausted|srun_launch> <flashrec-launch> <trainer>}
+mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|spares_exhausted|shrink|srun_launch> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
 trainer=$(realpath "${3:?trainer executable}")
 victim=frnode3  # an active node that is not the batch host (frnode1 runs the launcher)
@@ -26,6 +28,7 @@ kill_after=80   # steps completed before the failure
 
 nodes=4 spare_nodes=1 policy=shrink
 [ "$mode" = spares_exhausted ] && spare_nodes=0 policy=checkpoint-and-requeue
+[ "$mode" = shrink ] && spare_nodes=0
 cluster_up --nodes 5
 
 write_yaml() {  # <file> <checkpoint dir>
@@ -78,7 +81,7 @@ wait_until 90 "job $job past step $kill_after" progressed
 
 kill_ms=$(date +%s%3N)
 case $mode in
-    node_loss | spares_exhausted)
+    node_loss | spares_exhausted | shrink)
         "$TC/node.sh" kill "$victim" >/dev/null
         say "KILLED node $victim (every process on it)" ;;
     node_freeze)
@@ -143,8 +146,12 @@ if mode == "spares_exhausted":
     print(f"checkpoint for requeue: step {req[0]['step']}; requeued; resumed from it")
     sys.exit(0)
 final_nodes = launches[-1].get("nodes") if len(launches) > 1 else None
-took_over = ("frnode5" in (final_nodes or [])) or (victim, "frnode5") in moves
-assert took_over, f"the spare node frnode5 did not take {victim}'s ranks (launch nodes {final_nodes}, moves {moves})"
+if mode == "shrink":
+    assert relayouts and relayouts[0]["doubled_up"] == [victim], "the lost node's ranks were not doubled up"
+    assert victim not in relayouts[0]["nodes"] and len(relayouts[0]["nodes"]) == 3, f"relaunch nodes {relayouts[0]['nodes']}"
+else:
+    took_over = ("frnode5" in (final_nodes or [])) or (victim, "frnode5") in moves
+    assert took_over, f"the spare node frnode5 did not take {victim}'s ranks (launch nodes {final_nodes}, moves {moves})"
 relaunch = [r for r in recs if r["event"] == "warm_relaunch" and r.get("outcome") == "resumed"]
 recovery = [r for r in recs if r["event"] == "recovery"]
 if relaunch:
@@ -153,7 +160,8 @@ if relaunch:
     print(f"timeline (ms after the kill): launcher noticed {r['died_unix_ms'] - kill_ms:.0f}, "
           f"new mpirun started {ts_ms(launches[-1]) - kill_ms:.0f}, training resumed {r['resumed_unix_ms'] - kill_ms:.0f}")
     print("phases (ms): " + ", ".join(f"{k} {v:.0f}" for k, v in ph.items()) + f"; total {r['total_ms']:.0f}")
-    print(f"NODE-LOSS RECOVERY: kill -> training resumed on the spare node in {(r['resumed_unix_ms'] - kill_ms) / 1000:.2f} s "
+    where = "on the 3 remaining nodes" if mode == "shrink" else "on the spare node"
+    print(f"NODE-LOSS RECOVERY: kill -> training resumed {where} in {(r['resumed_unix_ms'] - kill_ms) / 1000:.2f} s "
           f"(tier 2, warm relaunch; {r['steps_replayed']} step(s) replayed)")
 elif recovery:
     r = recovery[0]
