@@ -988,10 +988,17 @@ std::string Supervisor::layout_node(const std::string& host) const {
 void Supervisor::node_lost(const std::string& host, const std::string& evidence) {
     const std::string node = layout_node(host);
     if (node.empty() || lost_nodes_.count(node) || bad_nodes_.count(node) || tearing_down_) return;
-    const bool spawning = node == layout_.spawn_host() &&
-                          std::any_of(incidents_.begin(), incidents_.end(), [&](const Incident& i) {
-                              return i.attempt == attempt_.index && i.rule->tier == 1 && !i.recovered;
-                          });
+    // An in-job repair is under way: a rank was lost (maybe not yet classified), a tier-1
+    // incident is unrecovered, or a role reports the recovery phase.
+    const auto ranks = controller_->ranks();
+    const bool repairing =
+        !pending_lost_.empty() ||
+        std::any_of(incidents_.begin(), incidents_.end(),
+                    [&](const Incident& i) { return i.attempt == attempt_.index && i.rule->tier == 1 && !i.recovered; }) ||
+        std::any_of(ranks.begin(), ranks.end(), [&](const ft::RankInfo& r) {
+            return r.registered_at >= attempt_.start && r.phase == ft::wire::Phase::recovery;
+        });
+    const bool spawning = node == layout_.spawn_host() && repairing;
     if (spawning) {
         // PRRTE 3.0.13 sometimes loses (or crashes) its daemon on the node a replacement is being
         // spawned onto (docs/slurm.md, "Traps"). The node itself is fine: the relaunch that
