@@ -226,6 +226,7 @@ private:
     void finish(const std::string& outcome, int code, const std::string& message);
     // nodes (Slurm)
     std::string layout_node(const std::string& host) const;
+    std::string incident_node(const ft::RankIncident& incident) const;
     void node_lost(const std::string& host, const std::string& evidence);
     void node_failed(const std::string& node, std::string_view classification);
     void run_pending_drains();
@@ -985,6 +986,14 @@ std::string Supervisor::layout_node(const std::string& host) const {
     return "";
 }
 
+// Where the rank of an incident ran: under Slurm the host it reported (its role may have moved
+// on since), else the layout's node of its role.
+std::string Supervisor::incident_node(const ft::RankIncident& incident) const {
+    if (layout_.slurm)
+        if (const std::string node = layout_node(incident.hostname); !node.empty()) return node;
+    return layout_.node_of_role(incident.role);
+}
+
 void Supervisor::node_lost(const std::string& host, const std::string& evidence) {
     const std::string node = layout_node(host);
     if (node.empty() || lost_nodes_.count(node) || bad_nodes_.count(node) || tearing_down_) return;
@@ -1246,7 +1255,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     i.obs = {inc.reason == ft::IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
     i.role = inc.role;
     i.pid = inc.pid;
-    i.node = layout_.node_of_role(inc.role);
+    i.node = incident_node(inc);
     if (i.node.empty() && is_spare_role(inc.role)) i.node = layout_.spare_node;
     i.hang = true;
     i.kill = m.outcome;
@@ -1386,12 +1395,11 @@ void Supervisor::on_recovery(const json& record) {
     const std::string by = "in-job tier " + std::to_string(tier) + " (" + kind + ")";
     // Under Slurm the node a rank died on is not used again (DESIGN.md "Slurm"): drained now,
     // its other ranks moved off it at the next relaunch.
-    for (const auto& role : failed) {
-        std::string classification = "process_failed";
-        for (const auto& inc : incidents_)
-            if (inc.attempt == attempt_.index && inc.role == role) classification = inc.rule->classification;
-        if (layout_.slurm && !layout_.node_of_role(role).empty()) node_failed(layout_.node_of_role(role), classification);
-    }
+    // (The role may already run elsewhere: the node is the one its incident names. An incident
+    // still to come, its connection not yet reported closed, does this itself.)
+    for (const auto& inc : incidents_)
+        if (layout_.slurm && inc.attempt == attempt_.index && failed.count(inc.role) && !inc.node.empty())
+            node_failed(inc.node, inc.rule->classification);
     for (auto& inc : incidents_)
         if (!inc.recovered && inc.attempt == attempt_.index && failed.count(inc.role)) {
             inc.recovered = true;
@@ -1605,7 +1613,7 @@ void Supervisor::tick() {
             }
             i.role = inc.role;
             i.pid = inc.pid;
-            i.node = layout_.node_of_role(inc.role);
+            i.node = incident_node(inc);
             if (lost_nodes_.count(i.node)) {
                 // Part of its node's loss, which is the failure on record.
                 log("rank_lost_with_node", {{"role", inc.role}, {"pid", inc.pid}, {"node", i.node}});

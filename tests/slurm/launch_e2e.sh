@@ -10,6 +10,7 @@
 #                    tier 2 onto the spare node
 #   ranks_of_node    only the trainer ranks of one node are SIGKILLed (its PRRTE daemon lives):
 #                    tier 1, a replacement is spawned onto the spare node
+#   ranks_of_node_hot the same with a hot spare waiting on the spare node: tier 1 without spawn
 #   spares_exhausted no spare node (4 nodes), slurm.when_spares_exhausted: checkpoint-and-requeue:
 #                    a node is killed, the launcher writes an HDF5 checkpoint, requeues the job,
 #                    and the requeued job resumes from it
@@ -19,21 +20,22 @@
 #                    node, FLASHREC_BTL_IF unset; exactly one task (task 0) launches, the others
 #                    exit at once, and the launcher finds the nodes' subnet for MPI by itself
 source "$(dirname "$0")/lib.sh"
-mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|spares_exhausted|shrink|srun_launch> <flashrec-launch> <trainer>}
+mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
 trainer=$(realpath "${3:?trainer executable}")
 victim=frnode3  # an active node that is not the batch host (frnode1 runs the launcher)
 steps=300
 kill_after=80   # steps completed before the failure
 
-nodes=4 spare_nodes=1 policy=shrink
+nodes=4 spare_nodes=1 policy=shrink hot_spares=0
+[ "$mode" = ranks_of_node_hot ] && hot_spares=1
 [ "$mode" = spares_exhausted ] && spare_nodes=0 policy=checkpoint-and-requeue
 [ "$mode" = shrink ] && spare_nodes=0
 cluster_up --nodes 5
 
 write_yaml() {  # <file> <checkpoint dir>
     cat > "$1" <<YAML
-job: {name: fr-e2e-$mode, nodes: $nodes, ranks_per_node: 1, dp: 4, spare_nodes: $spare_nodes, steps: $steps, seed: 7}
+job: {name: fr-e2e-$mode, nodes: $nodes, ranks_per_node: 1, dp: 4, spare_nodes: $spare_nodes, hot_spares: $hot_spares, steps: $steps, seed: 7}
 launch: {program: $trainer}
 trainer: {model: {input: 16, hidden: 32, output: 4}, batch_per_rank: 8, lr: 0.01, log_every: 100}
 detection: {hang_timeout_ms: 3000}
@@ -45,7 +47,7 @@ YAML
 # The failure-free reference: the same job on this machine (roles on virtual nodes; the result
 # does not depend on placement, ft.mlp_repeatable_and_placement_independent).
 write_yaml "$FRS_JOB_DIR/reference.yaml" "$FRS_JOB_DIR/reference-ckpt"
-reference=$(cd "$FRS_JOB_DIR" && timeout 120 "$FRS_ROOT/tools/fr-mpirun" -n 4 "$trainer" \
+reference=$(cd "$FRS_JOB_DIR" && timeout 120 "$FRS_ROOT/tools/fr-mpirun" -n $((4 + hot_spares)) "$trainer" \
             --config "$FRS_JOB_DIR/reference.yaml" 2>/dev/null | sed -n 's/^final_checksum=//p')
 [ -n "$reference" ] || fail "the failure-free reference run printed no final_checksum"
 say "failure-free reference: final_checksum=$reference"
@@ -87,7 +89,7 @@ case $mode in
     node_freeze)
         "$TC/node.sh" freeze "$victim" >/dev/null
         say "FROZE node $victim (every process on it stopped)" ;;
-    ranks_of_node)
+    ranks_of_node | ranks_of_node_hot)
         cg=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)/flashrec-slurm/$victim
         [ -d "$cg" ] || cg=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)/unified/flashrec-slurm/$victim
         ranks=()
@@ -132,6 +134,8 @@ def ts_ms(r):
     from datetime import datetime
     return datetime.strptime(r["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=__import__("datetime").timezone.utc).timestamp() * 1000
 moves = [(r["from"], r["to"]) for r in recs if r["event"] == "role_moved"]
+drained = sorted({r["node"] for r in recs if r["event"] == "node_drained"})
+assert drained == [victim], f"drained {drained}, expected only {victim}"
 relayouts = [r for r in recs if r["event"] == "relayout"]
 launches = [r for r in recs if r["event"] == "launch"]
 for r in relayouts:
@@ -165,6 +169,8 @@ if relaunch:
           f"(tier 2, warm relaunch; {r['steps_replayed']} step(s) replayed)")
 elif recovery:
     r = recovery[0]
+    if mode == "ranks_of_node_hot":
+        assert r["tier"] == 1 and r["replacement"] == "hot", f"expected a tier-1 hot-spare recovery, got {r['replacement']}"
     print(f"tier {r['tier']} in-job recovery ({r['replacement']}) in {r['total_ms']:.0f} ms: " +
           ", ".join(f"{k} {v:.0f}" for k, v in r["phases_ms"].items()))
 else:
