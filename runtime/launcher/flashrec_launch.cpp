@@ -13,7 +13,6 @@
 #include "classification.hpp"
 #include "flashrec/errors.hpp"
 #include "flashrec/flashrec.hpp"
-#include "flashrec/runtime/checkpointing.hpp"
 #include "launch_plan.hpp"
 #include "supervisor.hpp"
 
@@ -98,13 +97,7 @@ int main(int argc, char** argv) {
     }
     if (resume_if_checkpoint && !options.resume) {
         std::string why;
-        std::optional<std::int64_t> step;
-        try {
-            step = flashrec::runtime::Checkpointer::newest_complete(
-                plan.cfg, {plan.cfg.job.dp, plan.cfg.job.tp, plan.cfg.job.pp}, why);
-        } catch (const std::exception& e) {
-            why = e.what();
-        }
+        const std::optional<std::int64_t> step = newest_checkpoint(plan.cfg, why);
         options.resume = step.has_value();
         std::fprintf(stderr, "flashrec-launch: --resume-if-checkpoint: %s\n",
                      step ? ("resuming from the checkpoint of step " + std::to_string(*step)).c_str()

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "flashrec/errors.hpp"
+#include "flashrec/runtime/checkpointing.hpp"
 #include "flashrec/runtime/topology.hpp"
 #include "processes.hpp"
 
@@ -284,6 +285,15 @@ std::vector<std::string> Plan::command(const LaunchKind& kind, const Layout& whe
     for (const auto& f : kind.faults) argv.insert(argv.end(), {"--fault", f});
     if (kind.resume) argv.push_back("--resume");
     return argv;
+}
+
+std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::string& why) {
+    try {
+        return runtime::Checkpointer::newest_complete(cfg, {cfg.job.dp, cfg.job.tp, cfg.job.pp}, why);
+    } catch (const std::exception& e) {
+        why = e.what();
+        return std::nullopt;
+    }
 }
 
 std::string mpirun_wrapper() {

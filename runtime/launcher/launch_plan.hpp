@@ -1,6 +1,7 @@
 // What flashrec-launch will run: the validated config, the layout of ranks on nodes, and the exact
 // mpirun command line (through tools/fr-mpirun, the one place that holds mpirun's flags).
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <iosfwd>
 #include <optional>
@@ -96,6 +97,10 @@ struct PlanRequest {
     std::vector<std::string> faults;
     std::string events;  // --events
 };
+
+// The step of the newest complete HDF5 checkpoint in checkpoint.dir; nullopt with `why` filled
+// when there is none or it cannot be read. Never throws.
+std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::string& why);
 
 // Loads and validates everything, and reads the Slurm allocation when there is one; throws
 // flashrec::ConfigError ("file:line: field problem") or slurm::SlurmError (too few nodes, ...).

@@ -890,12 +890,7 @@ bool Supervisor::try_cold_restart(const json& reason, Clock::time_point first_ev
         return false;
     }
     std::string why;
-    std::optional<std::int64_t> step;
-    try {
-        step = runtime::Checkpointer::newest_complete(cfg(), {cfg().job.dp, cfg().job.tp, cfg().job.pp}, why);
-    } catch (const std::exception& e) {
-        why = e.what();
-    }
+    const std::optional<std::int64_t> step = newest_checkpoint(cfg(), why);
     if (!step) {
         log("cold_restart_refused", {{"reason", reason}, {"why", why}});
         say("no HDF5 checkpoint to restart from: " + why);
@@ -1102,12 +1097,7 @@ void Supervisor::follow_replacements(const std::map<std::string, const ft::RankI
 // The checkpoint-only relaunch ended: requeue if its checkpoint is there.
 void Supervisor::end_checkpoint_for_requeue() {
     std::string why;
-    std::optional<std::int64_t> step;
-    try {
-        step = runtime::Checkpointer::newest_complete(cfg(), {cfg().job.dp, cfg().job.tp, cfg().job.pp}, why);
-    } catch (const std::exception& e) {
-        why = e.what();
-    }
+    const std::optional<std::int64_t> step = newest_checkpoint(cfg(), why);
     restart_.reset();
     if (!step) {
         finish("spares_exhausted", kExitNoSpares, "spares exhausted, and the checkpoint for the requeue failed: " + why);

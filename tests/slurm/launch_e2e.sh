@@ -90,8 +90,7 @@ case $mode in
         "$TC/node.sh" freeze "$victim" >/dev/null
         say "FROZE node $victim (every process on it stopped)" ;;
     ranks_of_node | ranks_of_node_hot)
-        cg=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)/flashrec-slurm/$victim
-        [ -d "$cg" ] || cg=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)/unified/flashrec-slurm/$victim
+        cg=$(source "$TC/common.sh" && frs_cgroup_root)/$victim
         ranks=()
         for pid in $(cat "$cg/cgroup.procs"); do
             [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$(basename "$trainer" | cut -c1-15)" ] && ranks+=("$pid")
@@ -103,16 +102,7 @@ case $mode in
 esac
 
 if [ "$mode" = spares_exhausted ]; then
-    # Slurm holds a requeued job ~2 minutes (BeginTime); release it once it is pending again.
-    release_requeued() {
-        local info
-        info=$(timeout 10 scontrol show job -o "$job")
-        [[ $info == *Restarts=1* ]] || return 1
-        [[ $info == *JobState=PENDING* ]] || { [[ $info == *JobState=RUNNING* || $info == *JobState=COMPLETED* ]]; return; }
-        [[ $info == *Reason=BeginTime* ]] && timeout 10 scontrol update jobid="$job" StartTime=now
-        return 1
-    }
-    wait_until 90 "job $job requeued and started again" release_requeued
+    wait_until 90 "job $job requeued and started again" release_requeued "$job"
 fi
 wait_until 150 "job $job finished" job_done "$job"
 [ "$mode" = node_freeze ] && "$TC/node.sh" thaw "$victim" >/dev/null

@@ -39,6 +39,19 @@ all_idle() { [ "$(timeout 10 sinfo -h -N -o '%T' | grep -cx idle)" = "$1" ]; }
 job_state() { timeout 10 scontrol show job -o "$1" | tr ' ' '\n' | sed -n 's/^JobState=//p'; }
 job_done() { case $(job_state "$1") in PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUED) return 1 ;; esac; }
 
+# release_requeued <job>: true once a requeued job runs again (or finished). Slurm holds a
+# requeued job ~2 minutes (BeginTime); a test has no time for that. The hold is set once the
+# requeue is complete (job PENDING again), so it is released only then, and again if the
+# requeue set it after us. For wait_until.
+release_requeued() {
+    local info
+    info=$(timeout 10 scontrol show job -o "$1")
+    [[ $info == *Restarts=1* ]] || return 1
+    [[ $info == *JobState=PENDING* ]] || { [[ $info == *JobState=RUNNING* || $info == *JobState=COMPLETED* ]]; return; }
+    [[ $info == *Reason=BeginTime* ]] && timeout 10 scontrol update jobid="$1" StartTime=now
+    return 1
+}
+
 on_exit() {
     local rc=$?
     trap - EXIT

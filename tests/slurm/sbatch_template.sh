@@ -33,18 +33,7 @@ cd "$FRS_JOB_DIR"
 job=$(env -u FLASHREC_BTL_IF -u PRTE_MCA_oob_tcp_if_include FLASHREC_LAUNCH="$FRS_JOB_DIR/fake-launch" \
       timeout 10 sbatch --parsable "$templates/flashrec.sbatch" train.yaml)
 out="$FRS_JOB_DIR/flashrec-$job.out"
-# Slurm holds a requeued job for ~2 minutes (BeginTime); a test has no time for that. The
-# hold is set once the requeue is complete (job PENDING again), so release it only then, and
-# again if the requeue set it after us.
-release_requeued() {
-    local info
-    info=$(timeout 10 scontrol show job -o "$job")
-    [[ $info == *Restarts=1* ]] || return 1
-    [[ $info == *JobState=PENDING* ]] || { [[ $info == *JobState=RUNNING* || $info == *JobState=COMPLETED* ]]; return; }
-    [[ $info == *Reason=BeginTime* ]] && timeout 10 scontrol update jobid="$job" StartTime=now
-    return 1
-}
-wait_until 40 "job $job requeued and started again" release_requeued
+wait_until 40 "job $job requeued and started again" release_requeued "$job"
 wait_until 90 "job $job finished" job_done "$job"
 cat "$out"
 say "job $job: $(job_state "$job")"
