@@ -97,14 +97,6 @@ __global__ void grad_kernel(Dims d, const float* x, const float* h, const float*
     g[i] = sum;
 }
 
-__global__ void ordered_sum_kernel(const float* gathered, int ranks, unsigned long long count, float* sum) {
-    const unsigned long long i = thread_index();
-    if (i >= count) return;
-    float s = gathered[i];
-    for (int r = 1; r < ranks; ++r) s += gathered[static_cast<unsigned long long>(r) * count + i];
-    sum[i] = s;
-}
-
 __global__ void adam_kernel(AdamStep a, const float* grads, float* m, float* v, double* master,
                             float* params, unsigned long long count) {
     const unsigned long long i = thread_index();
@@ -144,13 +136,6 @@ cudaError_t output_and_hidden_error(const Shape& s, const float* params, const f
 cudaError_t parameter_gradients(const Shape& s, const float* x, const float* h, const float* dout,
                                 const float* da, float* grads, std::size_t batch, cudaStream_t stream) {
     grad_kernel<<<blocks_for(s.size()), kThreads, 0, stream>>>(dims_of(s), x, h, dout, da, grads, batch);
-    return launched();
-}
-
-cudaError_t ordered_sum(const float* gathered, int ranks, std::size_t count, float* sum,
-                        cudaStream_t stream) {
-    if (count == 0) return cudaSuccess;
-    ordered_sum_kernel<<<blocks_for(count), kThreads, 0, stream>>>(gathered, ranks, count, sum);
     return launched();
 }
 

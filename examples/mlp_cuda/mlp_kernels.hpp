@@ -3,7 +3,8 @@
 // on `stream` and returns the launch's error code.
 //
 // Every result is deterministic: one thread computes one output element, and sums run in a
-// fixed order (over samples n = 0..batch-1, over ranks r = 0..ranks-1), never with atomics.
+// fixed order (over samples n = 0..batch-1), never with atomics. The gradient sum over the DP
+// group is the runtime's (Step::reduce_scatter on device memory: NCCL + a fixed-order sum).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -29,11 +30,6 @@ cudaError_t output_and_hidden_error(const Shape& s, const float* params, const f
 cudaError_t parameter_gradients(const Shape& s, const float* x, const float* h, const float* dout,
                                 const float* da, float* grads, std::size_t batch,
                                 cudaStream_t stream);
-
-// sum[i] = ((gathered[0][i] + gathered[1][i]) + ...) + gathered[ranks-1][i], where
-// gathered[r] = gathered + r * count: the gradient sum in DP-rank order.
-cudaError_t ordered_sum(const float* gathered, int ranks, std::size_t count, float* sum,
-                        cudaStream_t stream);
 
 struct AdamStep {
     float norm;     // 1 / (batch * dp)

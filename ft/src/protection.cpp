@@ -61,6 +61,9 @@ Protection::~Protection() {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    // Before the stores are unmapped (members go in reverse order, setup_ last): a GPU copier
+    // has page-locked their slots and may still have copies in flight into them.
+    setup_.copier.reset();
 }
 
 const SnapshotStore* Protection::held(const std::string& owner_key) const {

@@ -1,7 +1,10 @@
 #include "flashrec/gpu/device.hpp"
 
+#include <cuda.h>  // driver types only: the functions come through cudaGetDriverEntryPointByVersion
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +21,77 @@ int device_count_or_zero() noexcept {
         return 0;
     }
     return count > 0 ? count : 0;
+}
+
+namespace {
+
+// A driver function by name, without linking libcuda (the library must load where there is no
+// driver). nullptr when the driver does not have it.
+void* driver_function(const char* name, unsigned cuda_version) noexcept {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t rc =
+        cudaGetDriverEntryPointByVersion(name, &function, cuda_version, cudaEnableDefault, &found);
+    if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    return found == cudaDriverEntryPointSuccess ? function : nullptr;
+}
+
+// The three driver calls cuda_in_use() needs, looked up once (the runtime asks per collective).
+struct ContextQueries {
+    PFN_cuCtxGetCurrent_v4000 get_current = nullptr;
+    PFN_cuDeviceGet_v2000 get_device = nullptr;
+    PFN_cuDevicePrimaryCtxGetState_v7000 primary_state = nullptr;
+    bool complete() const { return get_current != nullptr && get_device != nullptr && primary_state != nullptr; }
+};
+
+const ContextQueries& context_queries() noexcept {
+    // The versions are those of the typedefs (cudaTypedefs.h): the ABI each call has had since.
+    static const ContextQueries queries = [] {
+        ContextQueries q;
+        q.get_current = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(driver_function("cuCtxGetCurrent", 4000));
+        q.get_device = reinterpret_cast<PFN_cuDeviceGet_v2000>(driver_function("cuDeviceGet", 2000));
+        q.primary_state = reinterpret_cast<PFN_cuDevicePrimaryCtxGetState_v7000>(
+            driver_function("cuDevicePrimaryCtxGetState", 7000));
+        return q;
+    }();
+    return queries;
+}
+
+}  // namespace
+
+namespace {
+
+bool ask_driver_whether_cuda_is_in_use() noexcept {
+    const int devices = device_count_or_zero();
+    if (devices == 0) return false;
+    const ContextQueries& q = context_queries();
+    if (!q.complete()) return true;  // cannot tell: let the caller ask CUDA about its pointers
+    CUcontext current = nullptr;
+    if (q.get_current(&current) != CUDA_SUCCESS) return true;
+    if (current != nullptr) return true;
+    for (int ordinal = 0; ordinal < devices; ++ordinal) {
+        CUdevice device = 0;
+        unsigned flags = 0;
+        int active = 0;
+        if (q.get_device(&device, ordinal) != CUDA_SUCCESS) return true;
+        if (q.primary_state(device, &flags, &active) != CUDA_SUCCESS) return true;
+        if (active != 0) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+bool cuda_in_use() noexcept {
+    // Once in use, in use for good (the runtime asks per collective): no driver calls after.
+    static std::atomic<bool> known_in_use{false};
+    if (known_in_use.load(std::memory_order_relaxed)) return true;
+    const bool in_use = ask_driver_whether_cuda_is_in_use();
+    if (in_use) known_in_use.store(true, std::memory_order_relaxed);
+    return in_use;
 }
 
 int local_rank_from_env() noexcept {

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "flashrec/gpu/cuda_check.hpp"
+#include "flashrec/gpu/device.hpp"
 
 namespace flashrec::gpu {
 
@@ -173,6 +174,11 @@ int pointer_device(const void* ptr) {
     if (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged)
         return attributes.device;
     return -1;
+}
+
+int device_memory_of(const void* ptr) {
+    if (ptr == nullptr || !cuda_in_use()) return -1;
+    return pointer_device(ptr);
 }
 
 const char* memory_kind_name(MemoryKind kind) {

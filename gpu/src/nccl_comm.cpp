@@ -1,5 +1,6 @@
 #include "flashrec/gpu/nccl_comm.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <exception>
@@ -160,8 +161,10 @@ AbortPoller NcclComm::make_poller() const {
     std::optional<AbortPoller::Clock::time_point> deadline;
     if (options_.timeout.count() > 0) deadline = AbortPoller::Clock::now() + options_.timeout;
     ncclComm_t comm = comm_;
+    const std::function<void()>* before_poll = options_.before_poll ? &options_.before_poll : nullptr;
     return AbortPoller(
-        [comm] {
+        [comm, before_poll] {
+            if (before_poll != nullptr) (*before_poll)();
             ncclResult_t status = ncclSuccess;
             const ncclResult_t rc = ncclCommGetAsyncError(comm, &status);
             return rc == ncclSuccess ? status : rc;
@@ -234,6 +237,63 @@ void NcclComm::allgather(const float* send, float* recv, std::size_t count, cuda
     if (count == 0) return;
     run_collective(
         "ncclAllGather", [&] { return ncclAllGather(send, recv, count, ncclFloat32, comm_, stream); },
+        stream, __FILE__, __LINE__);
+}
+
+void NcclComm::exchange(std::span<const PeerSend> sends, std::span<const PeerReceive> receives,
+                        cudaStream_t stream) {
+    const auto has_work = [](const auto& pieces) {
+        return std::any_of(pieces.begin(), pieces.end(), [](const auto& p) { return p.count > 0; });
+    };
+    if (!has_work(sends) && !has_work(receives)) return;
+    for (const PeerSend& p : sends)
+        if (p.count > 0 && (p.peer < 0 || p.peer >= size_))
+            throw Error("NcclComm::exchange: send to rank " + std::to_string(p.peer) + " of " +
+                        std::to_string(size_));
+    for (const PeerReceive& p : receives)
+        if (p.count > 0 && (p.peer < 0 || p.peer >= size_))
+            throw Error("NcclComm::exchange: receive from rank " + std::to_string(p.peer) + " of " +
+                        std::to_string(size_));
+    run_collective(
+        "ncclSend/ncclRecv(group)",
+        [&] {
+            ncclResult_t rc = ncclGroupStart();
+            if (rc != ncclSuccess) return rc;
+            for (const PeerSend& p : sends) {
+                if (p.count == 0) continue;
+                rc = ncclSend(p.data, p.count, ncclFloat32, p.peer, comm_, stream);
+                if (rc != ncclSuccess && rc != ncclInProgress) break;
+            }
+            for (const PeerReceive& p : receives) {
+                if (p.count == 0 || (rc != ncclSuccess && rc != ncclInProgress)) continue;
+                rc = ncclRecv(p.data, p.count, ncclFloat32, p.peer, comm_, stream);
+            }
+            const ncclResult_t end = ncclGroupEnd();  // always closes the group
+            return rc != ncclSuccess && rc != ncclInProgress ? rc : end;
+        },
+        stream, __FILE__, __LINE__);
+}
+
+void NcclComm::broadcast_segments(float* data, std::span<const Segment> segments, cudaStream_t stream) {
+    if (std::none_of(segments.begin(), segments.end(), [](const Segment& s) { return s.count > 0; })) return;
+    for (const Segment& s : segments)
+        if (s.count > 0 && (s.root < 0 || s.root >= size_))
+            throw Error("NcclComm::broadcast_segments: root " + std::to_string(s.root) + " of " +
+                        std::to_string(size_));
+    run_collective(
+        "ncclBroadcast(group)",
+        [&] {
+            ncclResult_t rc = ncclGroupStart();
+            if (rc != ncclSuccess) return rc;
+            for (const Segment& s : segments) {
+                if (s.count == 0) continue;
+                float* at = data + s.offset;
+                rc = ncclBroadcast(at, at, s.count, ncclFloat32, s.root, comm_, stream);  // in place
+                if (rc != ncclSuccess && rc != ncclInProgress) break;
+            }
+            const ncclResult_t end = ncclGroupEnd();
+            return rc != ncclSuccess && rc != ncclInProgress ? rc : end;
+        },
         stream, __FILE__, __LINE__);
 }
 

@@ -193,6 +193,9 @@ void DeviceSnapshotCopier::save(std::span<const ft::SaveChunk> chunks,
 void DeviceSnapshotCopier::restore(std::span<const ft::RestoreChunk> chunks) {
     for (const ft::RestoreChunk& c : chunks) check_chunk(c.region, c.offset, c.bytes, c.src);
     DeviceGuard guard(device_);
+    // After the trainer's work marked so far (the abandoned step's kernels, an optimizer that
+    // ran before the failure): they must not write the regions after the restore did.
+    if (ready_marked_) ready_.make_wait(stream_.get());
     for (const ft::RestoreChunk& c : chunks) {
         if (c.bytes == 0) continue;
         auto* dst = static_cast<std::byte*>(regions_[c.region].data) + c.offset;

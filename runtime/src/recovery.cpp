@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <span>
 
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
@@ -226,16 +228,30 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
 void Runtime::Impl::send_restore(const recovery::Plan& plan) {
     const std::string me = topology::role_key(coord());
     if (plan.from_checkpoint) {
-        runtime::Checkpointer::restore(cfg, buffers, me, plan.version);
+        restore_checkpoint(me, plan.version);
         step = plan.version;
         return;
     }
-    // Survivors: own state back to version R (a memcpy from node-local shared memory) ...
-    const ft::SnapshotReader own(cfg.job.name, store_prefix() + me);
+    // Survivors: own state back to version R (a memcpy from node-local shared memory; device
+    // buffers: H2D on the GPU path) ...
+    auto own_reader = std::make_unique<ft::SnapshotReader>(cfg.job.name, store_prefix() + me);
+    const ft::SnapshotReader& own = *own_reader;
+    // Device buffers are sent from this snapshot (MPI cannot read device memory here), so it
+    // must outlive a send of a failed epoch, like the held views below.
+    if (has_device_buffers()) retired_readers.push_back(std::move(own_reader));
     const ft::SnapshotView mine = own.committed(plan.version);
     if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
-    for (size_t b = 0; b < buffers.size(); ++b)
+    std::vector<std::size_t> device_buffers;
+    std::vector<std::span<const std::byte>> device_sources;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+        if (buffers[b].device >= 0) {
+            device_buffers.push_back(b);
+            device_sources.push_back(mine.buffers[b].bytes);
+            continue;
+        }
         std::memcpy(buffers[b].data, mine.buffers[b].bytes.data(), buffers[b].bytes);
+    }
+    restore_device_buffers(device_buffers, device_sources);
 
     // ... and the replacements' state from the snapshots kept here, tagged by buffer index.
     ft::Transfers transfers(work);
@@ -244,8 +260,12 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         if (rep.replicated_from == role_index) {
             for (size_t b = 0; b < buffers.size(); ++b) {
                 if (buffers[b].kind != Redundancy::replicated) continue;
-                // From the live buffer, just restored: it outlives any transfer.
-                transfers.send(buffers[b].data, buffers[b].bytes, rep.role, static_cast<int>(b));
+                // From the live buffer, just restored: it outlives any transfer. A device
+                // buffer from the snapshot it was restored from (the same bytes).
+                if (buffers[b].device >= 0)
+                    transfers.send(mine.buffers[b].bytes.data(), buffers[b].bytes, rep.role, static_cast<int>(b));
+                else
+                    transfers.send(buffers[b].data, buffers[b].bytes, rep.role, static_cast<int>(b));
             }
         }
         if (rep.payload_from == role_index) {
@@ -277,19 +297,31 @@ void Runtime::Impl::receive_restore() {
     if (!mine) throw Error("recovery: this process took role " + std::to_string(role_index) +
                            " but the plan has no restore sources for it");
     if (plan.from_checkpoint) {
-        runtime::Checkpointer::restore(cfg, buffers, topology::role_key(coord()), plan.version);
+        restore_checkpoint(topology::role_key(coord()), plan.version);
         step = restore_version;
         restore_pending = false;
         return;
     }
     watchdog.arm("restore", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
     ft::Transfers transfers(work);
+    // Device buffers arrive in host staging (MPI cannot write device memory here), kept like
+    // retired_readers: after a revoke, MPI may still write into a matched receive's buffer.
+    std::vector<std::size_t> device_buffers;
+    std::vector<std::span<const std::byte>> device_sources;
     for (size_t b = 0; b < buffers.size(); ++b) {
         const int source = buffers[b].kind == Redundancy::replicated ? mine->replicated_from
                                                                        : mine->payload_from;
+        if (buffers[b].device >= 0) {
+            staging.emplace_back(buffers[b].bytes);
+            device_buffers.push_back(b);
+            device_sources.emplace_back(staging.back().data(), staging.back().size());
+            transfers.receive(staging.back().data(), buffers[b].bytes, source, static_cast<int>(b));
+            continue;
+        }
         transfers.receive(buffers[b].data, buffers[b].bytes, source, static_cast<int>(b));
     }
     transfers.wait("restore");
+    restore_device_buffers(device_buffers, device_sources);
     step = restore_version;
     restore_pending = false;
 }

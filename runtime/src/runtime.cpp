@@ -16,6 +16,15 @@
 #include "flashrec/runtime/runtime_impl.hpp"
 #include "flashrec/spares/spares.hpp"
 
+#if FLASHREC_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "flashrec/gpu/cuda_check.hpp"
+#include "flashrec/gpu/dp_collectives.hpp"
+#include "flashrec/gpu/handles.hpp"
+#include "flashrec/gpu/snapshot_copier.hpp"
+#endif
+
 namespace flashrec {
 
 namespace {
@@ -109,6 +118,179 @@ std::vector<int> roles_from_launcher(const std::string& text, int roles) {
 }
 
 }  // namespace
+
+// --- GPU path ---------------------------------------------------------------------------------
+// Everything CUDA-specific of the runtime is here. Host buffers never come this way: each
+// function below hands them to the CPU path's code, which is the same with or without CUDA.
+
+#if FLASHREC_WITH_CUDA
+struct DeviceSide {
+    gpu::DeviceDpCollectives dp;  // NCCL over the DP group, rebuilt after every repair
+};
+#else
+struct DeviceSide {};
+#endif
+
+void DeviceSideDeleter::operator()(DeviceSide* side) const noexcept { delete side; }
+
+bool Runtime::Impl::has_device_buffers() const {
+    return std::any_of(buffers.begin(), buffers.end(), [](const ProtectedBuffer& b) { return b.device >= 0; });
+}
+
+#if FLASHREC_WITH_CUDA
+namespace {
+
+int state_device(const std::vector<ProtectedBuffer>& buffers) {
+    for (const auto& b : buffers)
+        if (b.device >= 0) return b.device;
+    return -1;
+}
+
+// A copier over every registered buffer for the step loop's own copies (restore, checksum):
+// no pinning, since its host memory is short-lived.
+gpu::DeviceSnapshotCopier live_copier(const std::vector<ProtectedBuffer>& buffers) {
+    std::vector<ft::LiveRegion> regions;
+    for (const auto& b : buffers) regions.push_back({b.data, b.bytes});
+    gpu::DeviceSnapshotCopier::Options options;
+    options.device = state_device(buffers);
+    options.pin_destinations = false;
+    return gpu::DeviceSnapshotCopier(std::move(regions), options);
+}
+
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+// Runs a step's collective on device memory: a failure seen by MPI or by NCCL (a peer gone,
+// an abort) abandons the step, like Impl::guarded for the MPI collectives. An NcclError that
+// is not a peer failure (a bug, a local CUDA problem) and a CudaError propagate: this process
+// cannot go on, and its peers recover from its exit.
+template <class F>
+void guarded_on_device(Runtime::Impl& im, F&& collective) {
+    if (im.abandoned) return;
+    try {
+        collective();
+    } catch (const MpiError& e) {
+        im.on_failure(e);
+    } catch (const DeadlineExceeded& e) {
+        im.on_failure(e);  // the failure channel's agreement: a peer is stuck or gone
+    } catch (const gpu::NcclError& e) {
+        if (!e.peer_failure()) throw;
+        im.on_failure(e);
+    }
+}
+
+}  // namespace
+#endif
+
+bool Runtime::Impl::is_device_pointer(const void* data) const {
+#if FLASHREC_WITH_CUDA
+    if (!device || data == nullptr) return false;  // the CPU path makes no CUDA call
+    return gpu::device_memory_of(data) >= 0;
+#else
+    (void)data;
+    return false;
+#endif
+}
+
+void Runtime::Impl::restore_device_buffers(const std::vector<std::size_t>& which,
+                                           const std::vector<std::span<const std::byte>>& sources) {
+    if (which.empty()) return;
+    if (which.size() != sources.size()) throw Error("restore_device_buffers: one source per buffer");
+#if FLASHREC_WITH_CUDA
+    gpu::DeviceSnapshotCopier copier = live_copier(buffers);
+    std::vector<ft::RestoreChunk> chunks;
+    for (std::size_t i = 0; i < which.size(); ++i) {
+        const ProtectedBuffer& b = buffers.at(which[i]);
+        if (sources[i].size() != b.bytes)
+            throw Error("restore of buffer '" + b.name + "': " + std::to_string(sources[i].size()) +
+                        " bytes for a buffer of " + std::to_string(b.bytes));
+        chunks.push_back({which[i], 0, b.bytes, sources[i].data()});
+    }
+    // After everything the trainer enqueued (an abandoned step's kernels may still run).
+    copier.mark_state_ready(as_stream(compute_stream));
+    copier.restore(chunks);
+#else
+    throw Error("restore_device_buffers: built without CUDA");
+#endif
+}
+
+std::vector<std::byte> Runtime::Impl::read_device_buffer(std::size_t b) {
+    std::vector<std::byte> host(buffers.at(b).bytes);
+#if FLASHREC_WITH_CUDA
+    gpu::DeviceSnapshotCopier copier = live_copier(buffers);
+    copier.mark_state_ready(as_stream(compute_stream));
+    const ft::SaveChunk chunk{b, 0, host.size(), host.data()};
+    copier.start(std::span(&chunk, 1));
+    copier.wait();
+#else
+    throw Error("read_device_buffer: built without CUDA");
+#endif
+    return host;
+}
+
+void Runtime::Impl::restore_checkpoint(const std::string& role_key, std::int64_t version) {
+    if (!has_device_buffers()) {
+        runtime::Checkpointer::restore(cfg, buffers, role_key, version);
+        return;
+    }
+    // HDF5 reads into host memory: device buffers go through host staging.
+    std::vector<ProtectedBuffer> through_host = buffers;
+    std::vector<std::vector<std::byte>> host;
+    host.reserve(buffers.size());
+    std::vector<std::size_t> which;
+    std::vector<std::span<const std::byte>> sources;
+    for (std::size_t b = 0; b < buffers.size(); ++b) {
+        if (buffers[b].device < 0) continue;
+        host.emplace_back(buffers[b].bytes);
+        through_host[b].data = host.back().data();
+        through_host[b].device = -1;
+        which.push_back(b);
+        sources.emplace_back(host.back().data(), host.back().size());
+    }
+    runtime::Checkpointer::restore(cfg, through_host, role_key, version);
+    restore_device_buffers(which, sources);
+}
+
+void Runtime::Impl::abort_device_collectives() noexcept {
+#if FLASHREC_WITH_CUDA
+    if (device) device->dp.abort();
+#endif
+}
+
+bool Runtime::Impl::device_reduce_scatter(std::span<const float> grads, std::span<float> shard) {
+    const void* probe = grads.empty() ? static_cast<const void*>(shard.data()) : grads.data();
+    if (!is_device_pointer(probe)) return false;
+#if FLASHREC_WITH_CUDA
+    if (!shard.empty() && !is_device_pointer(shard.data()))
+        throw Error("reduce_scatter: the gradients are in device memory, the shard is not");
+    guarded_on_device(*this, [&] {
+        device->dp.prepare(dp, static_cast<std::uint64_t>(epoch), gpu::device_memory_of(probe), deadline());
+        device->dp.reduce_scatter(grads.data(), grads.size(), shard.data(), as_stream(compute_stream));
+    });
+#endif
+    return true;
+}
+
+bool Runtime::Impl::device_allgather(std::span<float> full) {
+    if (!is_device_pointer(full.data())) return false;
+#if FLASHREC_WITH_CUDA
+    guarded_on_device(*this, [&] {
+        device->dp.prepare(dp, static_cast<std::uint64_t>(epoch), gpu::device_memory_of(full.data()), deadline());
+        device->dp.allgather(full.data(), full.size(), as_stream(compute_stream));
+    });
+#endif
+    return true;
+}
+
+bool Runtime::Impl::device_allreduce(std::span<float> data) {
+    if (!is_device_pointer(data.data())) return false;
+#if FLASHREC_WITH_CUDA
+    guarded_on_device(*this, [&] {
+        device->dp.prepare(dp, static_cast<std::uint64_t>(epoch), gpu::device_memory_of(data.data()), deadline());
+        device->dp.allreduce(data.data(), data.size(), as_stream(compute_stream));
+    });
+#endif
+    return true;
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -262,6 +444,7 @@ void Runtime::Impl::retire_protection() {
 }
 
 void Runtime::Impl::revoke_all() noexcept {
+    abort_device_collectives();  // first: DP peers waiting in NCCL for this process abort now
     if (protection) protection->abort();
     if (checkpointer) checkpointer->abort();
     for (ft::Comm* c : {&dp, &tp, &pp, &work, &universe}) c->revoke();
@@ -300,6 +483,18 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     std::vector<ft::ProtectedRegion> regions;
     for (const auto& b : buffers)
         regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
+    std::shared_ptr<ft::RegionCopier> device_copier;
+#if FLASHREC_WITH_CUDA
+    if (has_device_buffers()) {
+        // One per Protection: it pins this Protection's mapping of the staging slots, and
+        // Protection destroys it before unmapping them.
+        std::vector<ft::LiveRegion> live;
+        for (const auto& b : buffers) live.push_back({b.data, b.bytes});
+        gpu::DeviceSnapshotCopier::Options options;
+        options.device = state_device(buffers);
+        device_copier = std::make_shared<gpu::DeviceSnapshotCopier>(std::move(live), options);
+    }
+#endif
     // Ring successors must know the size of what they will hold for each predecessor.
     const auto payloads = ft::allgather_strings(work, serialize(ft::payload_layout(regions)));
     const bool node_aware = cfg.protection.placement == "node-aware";
@@ -326,6 +521,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)),
                                       deserialize(payloads[static_cast<size_t>(r)])});
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
+    setup.copier = std::move(device_copier);  // null: Protection copies host buffers with memcpy
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
         const std::size_t own = protection->own().bytes(), total = protection->host_bytes();
@@ -341,6 +537,8 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                       protection->setup().predecessors.size(), k, mib(payload));
         log(line);
     }
+    // A snapshot of device state waits (on the GPU) for the work enqueued so far.
+    if (has_device_buffers()) protection->setup().copier->state_ready(compute_stream);
     protection->start_snapshot(version, epoch);
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(checkpoint_comm));
     else checkpointer = std::make_unique<runtime::Checkpointer>(cfg, buffers, checkpoint_identity(),
@@ -387,6 +585,9 @@ std::string Runtime::Impl::store_prefix() const {
 }
 
 void Runtime::Impl::finish_loop() {
+#if FLASHREC_WITH_CUDA
+    if (device && device->dp.ready()) guarded_on_device(*this, [&] { device->dp.finalize(); });
+#endif
     guarded([&] {
         if (protection) protection->wait();
         if (checkpointer) checkpointer->finish();
@@ -540,15 +741,55 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DT
         if (b.name == name) throw Error("protect: buffer '" + name + "' is registered twice");
     if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
         throw Error("protect: buffer name '" + name + "' must be 1-63 characters without '/' or spaces");
-    impl_->buffers.push_back({name, data, bytes, type, kind});
+    int device = -1;
+#if FLASHREC_WITH_CUDA
+    device = gpu::device_memory_of(data);  // -1 at once, with no CUDA call, if CUDA is unused
+    if (device >= 0) {
+        for (const auto& b : impl_->buffers)
+            if (b.device >= 0 && b.device != device)
+                throw Error("protect: buffer '" + name + "' is on CUDA device " + std::to_string(device) +
+                            " and buffer '" + b.name + "' on device " + std::to_string(b.device) +
+                            ": a process's device buffers must all be on one device");
+        if (!impl_->device) impl_->device.reset(new DeviceSide);
+    }
+#endif
+    impl_->buffers.push_back({name, data, bytes, type, kind, device});
+}
+
+void Runtime::set_compute_stream(void* cuda_stream) {
+#if FLASHREC_WITH_CUDA
+    impl_->compute_stream = cuda_stream;
+    if (!impl_->device) impl_->device.reset(new DeviceSide);
+#else
+    (void)cuda_stream;
+    throw Error("set_compute_stream: this flashrec was built without CUDA (FLASHREC_WITH_CUDA=OFF)");
+#endif
+}
+
+bool Runtime::on_device(const std::string& name) const {
+    for (const auto& b : impl_->buffers)
+        if (b.name == name) return b.device >= 0;
+    throw Error("on_device: no protected buffer is named '" + name + "'");
+}
+
+std::string Runtime::snapshot_copier() const {
+    const auto& im = *impl_;
+    if (!im.protection || !im.protection->setup().copier) return "none";
+    return im.protection->setup().copier->kind();
 }
 
 std::string Runtime::state_checksum() {
     auto& im = *impl_;
     std::vector<std::uint64_t> parts;
-    for (const auto& b : im.buffers) {
+    for (std::size_t i = 0; i < im.buffers.size(); ++i) {
+        const ProtectedBuffer& b = im.buffers[i];
         parts.push_back(ft::checksum(b.name.data(), b.name.size()));
-        parts.push_back(ft::checksum(b.data, b.bytes));
+        if (b.device >= 0) {
+            const std::vector<std::byte> host = im.read_device_buffer(i);
+            parts.push_back(ft::checksum(host.data(), host.size()));
+        } else {
+            parts.push_back(ft::checksum(b.data, b.bytes));
+        }
     }
     const std::uint64_t mine = ft::checksum(parts.data(), parts.size() * sizeof(std::uint64_t));
     std::vector<std::uint64_t> all(static_cast<size_t>(im.work.size()));
@@ -573,7 +814,7 @@ std::int64_t Runtime::loop_start() {
         std::string why;
         const auto version = runtime::Checkpointer::newest_complete(im.cfg, im.shape, why);
         if (!version) throw Error("--resume: " + why);
-        runtime::Checkpointer::restore(im.cfg, im.buffers, topology::role_key(im.coord()), *version);
+        im.restore_checkpoint(topology::role_key(im.coord()), *version);
         im.step = *version;
         if (im.role_index == 0)
             im.log("resumed from the HDF5 checkpoint of step " + std::to_string(*version) + " in " +
@@ -604,7 +845,11 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
         im.finish_loop();
         return im.step;
     }
-    if (im.protection) im.protection->start_snapshot(im.step, im.epoch);
+    if (im.protection) {
+        // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
+        if (im.has_device_buffers()) im.protection->setup().copier->state_ready(im.compute_stream);
+        im.protection->start_snapshot(im.step, im.epoch);
+    }
     im.enter(Phase::forward, im.step);
     return im.step;
 }
@@ -634,6 +879,7 @@ void Step::reduce_scatter(std::span<const float> grads, std::span<float> shard) 
                     " elements, this role's part of " + std::to_string(n) + " is " +
                     std::to_string(last - first));
     im.enter(Phase::allreduce, index_);
+    if (im.device_reduce_scatter(grads, shard)) return;  // device memory: NCCL, same order
     // Every role receives every peer's copy of its part and sums them in dp order itself:
     // the result does not depend on MPI's reduction algorithm or on which process holds a role.
     std::vector<int> send_counts(d), send_displs(d), recv_counts(d), recv_displs(d);
@@ -663,6 +909,7 @@ void Step::reduce_scatter(std::span<const float> grads, std::span<float> shard) 
 
 void Step::allgather(std::span<float> full) {
     auto& im = *rt_->impl_;
+    if (im.device_allgather(full)) return;  // device memory: NCCL broadcasts
     const int d = im.shape.dp;
     const std::size_t n = full.size();
     std::vector<int> counts(d), displs(d);
@@ -680,6 +927,12 @@ void Step::allgather(std::span<float> full) {
 }
 
 void Step::allreduce(std::span<float> data) {
+    auto& im = *rt_->impl_;
+    if (im.is_device_pointer(data.data())) {
+        im.enter(Phase::allreduce, index_);
+        im.device_allreduce(data);
+        return;
+    }
     const auto [first, last] = rt_->shard_range(data.size());
     std::vector<float> part(last - first);
     reduce_scatter(data, part);
@@ -697,6 +950,7 @@ bool Step::begin_update() {
         if (!im.retired.empty() && ++im.clean_steps >= 3) {
             im.retired.clear();  // transfers of an aborted epoch are long over
             im.retired_readers.clear();
+            im.staging.clear();
         }
     });
     // The one synchronization point: nobody mutates state for this step unless every active

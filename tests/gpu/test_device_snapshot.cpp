@@ -230,6 +230,27 @@ TEST_CASE("snapshot copier: the copy waits on the GPU for the trainer's stream")
     compute.synchronize();
 }
 
+TEST_CASE("snapshot copier: a restore lands after the trainer's stream (the runtime's recovery)") {
+    Stream compute = Stream::create();
+    DeviceBuffer big = DeviceBuffer::allocate(std::size_t{1} << 30);  // keeps `compute` busy a while
+    DeviceBuffer state = DeviceBuffer::allocate(1 << 20);
+    DeviceSnapshotCopier copier({{state.data(), state.size()}});
+    const std::vector<std::byte> snapshot(state.size(), std::byte{0x5a});
+    // A late kernel of an abandoned step writes the state after slow work on the trainer's
+    // stream; the restore must not be overwritten by it.
+    for (int k = 0; k < 4; ++k)
+        FLASHREC_CUDA_CHECK(cudaMemsetAsync(big.data(), k, big.size(), compute.get()));
+    FLASHREC_CUDA_CHECK(cudaMemsetAsync(state.data(), 0x77, state.size(), compute.get()));
+    copier.mark_state_ready(compute.get());
+    const std::vector<std::span<const std::byte>> src = {std::span(snapshot)};
+    copier.restore(flashrec::ft::plan_restore(copier, src));
+    std::vector<std::byte> back(state.size());
+    FLASHREC_CUDA_CHECK(cudaMemcpy(back.data(), state.data(), back.size(), cudaMemcpyDeviceToHost));
+    CHECK(back.front() == std::byte{0x5a});
+    CHECK(back.back() == std::byte{0x5a});
+    compute.synchronize();
+}
+
 TEST_CASE("Protection's way: stage into a pinned shared-memory snapshot slot, commit, restore") {
     ScratchJob job;
     const flashrec::ft::SnapshotLayout layout = {{"params", 3 << 20}, {"adam_m", 100000}, {"adam_t", 8}};

@@ -15,6 +15,16 @@
 // protected buffer to the last step that is complete everywhere, and continues from the
 // step after it. A trainer must therefore change protected state only inside update() and
 // allgather(), and keep no other state across steps that it does not protect.
+//
+// GPU path (built with CUDA, docs/gpu.md): protected buffers may live in device memory
+// (protect() finds out where each one lives); snapshots of them are copied on the GPU's own
+// stream into pinned shared memory, and restores copy back. reduce_scatter / allgather /
+// allreduce given device pointers go through NCCL, with the same fixed summation order. Tell
+// the runtime the stream the trainer's kernels run on, so that a snapshot is ordered after the
+// optimizer that produced it:
+//
+//   rt.set_compute_stream(stream);                    // a cudaStream_t
+//   rt.protect("master", std::span(d_master, n), flashrec::Redundancy::sharded);  // device memory
 #pragma once
 #include <mpi.h>
 
@@ -76,6 +86,10 @@ public:
     // Sums `grads` over the DP group in a fixed order (by dp coordinate, whatever process
     // holds each role) and leaves this role's shard of the sum in `shard`
     // (size = Runtime::shard_range(grads.size()) length). The ZeRO-1 gradient step.
+    // With CUDA, `grads` and `shard` may both be device memory: NCCL moves the parts, the
+    // sum runs on the compute stream in the same order (bitwise the CPU path's result).
+    // These three return once the data movement is done; device results are ready for work
+    // enqueued later on the compute stream.
     void reduce_scatter(std::span<const float> grads, std::span<float> shard);
     // Gathers every DP role's shard of `full` (this role's part already in place) into all.
     void allgather(std::span<float> full);
@@ -169,7 +183,10 @@ public:
     std::pair<std::size_t, std::size_t> shard_range(std::size_t count) const;
 
     // Registers a buffer flashrec protects. Register everything before the loop starts;
-    // the memory must stay valid until the Runtime is destroyed.
+    // the memory must stay valid until the Runtime is destroyed. With CUDA the buffer may be
+    // device (or managed) memory, all of it on one device: it is recognized when this process
+    // already uses CUDA (a context is current or a device's primary context is active), which
+    // an allocation with cudaMalloc makes so; host buffers stay on the CPU path unchanged.
     void protect(const std::string& name, void* data, std::size_t bytes, DType type,
                  Redundancy kind);
     template <class T>
@@ -179,7 +196,21 @@ public:
 
     StepRange steps() { return StepRange(this); }
 
-    // XXH3-64 over every protected buffer of every role, in role order, as 16 hex digits.
+    // The CUDA stream (a cudaStream_t, as void* to keep this header CUDA-free) on which the
+    // trainer's kernels run, the optimizer's included; nullptr is CUDA's default stream.
+    // Snapshots of device buffers are ordered after the work enqueued on it when a step ends,
+    // restores after all work enqueued on it, and NCCL collectives run on it. Call it before
+    // the loop (and again if the stream changes). Throws flashrec::Error when flashrec was
+    // built without CUDA.
+    void set_compute_stream(void* cuda_stream);
+    // Whether protect() found buffer `name` in device memory (false on the CPU path).
+    bool on_device(const std::string& name) const;
+    // How snapshots read this process's state: "host" (memcpy), "cuda" (cudaMemcpyAsync from
+    // device memory into pinned shared memory), or "none" (protection off, or not started).
+    std::string snapshot_copier() const;
+
+    // XXH3-64 over every protected buffer of every role, in role order, as 16 hex digits
+    // (device buffers are copied to the host to be hashed, after the compute stream's work).
     // Collective over the active ranks. Runs compare with it.
     std::string state_checksum();
     // True on exactly one process (role 0): where a trainer prints job-wide lines.

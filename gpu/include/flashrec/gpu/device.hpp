@@ -8,6 +8,15 @@ namespace flashrec::gpu {
 // no pending CUDA error behind. Tests that need a GPU skip (exit 77) when it returns 0.
 int device_count_or_zero() noexcept;
 
+// True when this process already uses CUDA: a context is current on the calling thread, or a
+// device's primary context is active (cudaMalloc, cudaSetDevice, a kernel launch, ... made
+// it). Asks the driver through cudaGetDriverEntryPointByVersion and never creates a context
+// itself, so a CPU-only trainer on a GPU node gets no context (no GPU memory, no trouble with
+// exclusive-process compute mode). When the driver cannot be asked, says true (the caller
+// then inspects pointers with cudaPointerGetAttributes, which is correct, only heavier).
+// False without a device. Never throws.
+bool cuda_in_use() noexcept;
+
 // This process's index among the processes of the job on its node, from the launcher's
 // environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK, in that
 // order); -1 when none is set or it is not a non-negative integer. The environment is what a

@@ -150,5 +150,10 @@ MemoryKind memory_kind(const void* ptr);
 // The device of a device or managed pointer, -1 for host memory.
 int pointer_device(const void* ptr);
 const char* memory_kind_name(MemoryKind kind);
+// For the runtime's protect(): the device of `ptr` when it is device or managed memory, -1 for
+// host memory. Creates no CUDA context: while CUDA is not in use in this process
+// (cuda_in_use()), no device memory can exist, and every pointer is host memory without a
+// CUDA call. Throws CudaError only when CUDA is in use and the pointer query fails.
+int device_memory_of(const void* ptr);
 
 }  // namespace flashrec::gpu

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "flashrec/gpu/abort_poller.hpp"
@@ -41,6 +42,29 @@ struct NcclOptions {
     // stuck in a kernel, a frozen node.
     std::chrono::milliseconds timeout{0};
     int device = -1;  // -1: the current device at creation
+    // Called at the start of every poll round, before the abort flag is read, so it may set
+    // the flag: e.g. a FailureChannel asking MPI (locally) whether a peer failed or someone
+    // revoked. This is how a wait learns of a failure with no thread of its own. Keep it cheap
+    // (rate-limit inside). Must not throw. Empty: none.
+    std::function<void()> before_poll{};
+};
+
+// One point-to-point piece of a grouped exchange (NcclComm::exchange): `count` floats.
+struct PeerSend {
+    const float* data = nullptr;
+    std::size_t count = 0;
+    int peer = -1;
+};
+struct PeerReceive {
+    float* data = nullptr;
+    std::size_t count = 0;
+    int peer = -1;
+};
+// Elements [offset, offset + count) of a buffer, owned by rank `root`.
+struct Segment {
+    std::size_t offset = 0;
+    std::size_t count = 0;
+    int root = -1;
 };
 
 // Rank `root` of `comm` makes the unique id (make_id, normally ncclGetUniqueId) and
@@ -77,6 +101,14 @@ public:
     void allreduce_sum(float* data, std::size_t count, cudaStream_t stream);
     // recv (count * size() floats) gets every rank's `count` floats from send, in rank order.
     void allgather(const float* send, float* recv, std::size_t count, cudaStream_t stream);
+    // Every send and receive in one NCCL group (ncclSend/ncclRecv, a peer may be this rank):
+    // the all-to-all with uneven parts that NCCL has no collective for. Pieces with count 0
+    // are skipped; both ends must agree on every count. Waited for like a collective.
+    void exchange(std::span<const PeerSend> sends, std::span<const PeerReceive> receives,
+                  cudaStream_t stream);
+    // In place: each segment of `data` (device memory) is broadcast from its root to every
+    // rank, all in one NCCL group: the all-gather with uneven parts (MPI_Allgatherv).
+    void broadcast_segments(float* data, std::span<const Segment> segments, cudaStream_t stream);
 
     // Local, immediate: ncclCommAbort (operations in flight on the GPU end). Idempotent.
     void abort() noexcept;

@@ -82,8 +82,10 @@ public:
     // RegionCopier: start(chunks), then wait_chunk(i) and landed(i) for each chunk in order.
     void save(std::span<const ft::SaveChunk> chunks, const std::function<void(std::size_t)>& landed,
               const std::atomic<bool>* cancelled = nullptr) override;
-    // H2D on the copy stream, then waits for it. Restore while no trainer stream works on the
-    // regions (recovery: the abandoned step's kernels must have drained).
+    // H2D on the copy stream, ordered (on the GPU) after the work marked by the last
+    // mark_state_ready, then waits for it: call mark_state_ready(compute) first, so that
+    // kernels of an abandoned step cannot write the regions after the restore. A kernel that
+    // never ends blocks it (the runtime's recovery watchdog bounds that).
     void restore(std::span<const ft::RestoreChunk> chunks) override;
 
     // D2H chunks of the last start() whose destination was pageable memory when copied: CUDA

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,14 @@ struct ProtectedBuffer {
     std::size_t bytes;
     DType type;
     Redundancy kind;
+    int device = -1;  // CUDA device of a buffer in device memory; -1: host memory
+};
+
+// The GPU path's state (runtime.cpp, only with CUDA): the NCCL collectives of the DP group.
+// Null on the CPU path, which never touches it.
+struct DeviceSide;
+struct DeviceSideDeleter {
+    void operator()(DeviceSide* side) const noexcept;
 };
 
 struct Runtime::Impl {
@@ -98,6 +107,30 @@ struct Runtime::Impl {
 
     std::vector<ProtectedBuffer> buffers;
     runtime::FaultInjector faults;
+
+    // GPU path (runtime.cpp). Every function below leaves host buffers to the CPU path's
+    // code (memcpy, MPI straight into the buffer) exactly as without CUDA.
+    std::unique_ptr<DeviceSide, DeviceSideDeleter> device;  // made by protect()/set_compute_stream
+    void* compute_stream = nullptr;                          // cudaStream_t
+    std::vector<std::vector<std::byte>> staging;  // replacements' receive buffers for device state:
+                                                  // kept like retired_readers (MPI may still write)
+    bool has_device_buffers() const;
+    // Whether `data` is device memory: false at once on the CPU path (no CUDA call).
+    bool is_device_pointer(const void* data) const;
+    // Copies host bytes into the live buffers: sources[b] for each b in `which` (device
+    // buffers), on the GPU, after the compute stream's work. Waits until they are in place.
+    void restore_device_buffers(const std::vector<std::size_t>& which,
+                                const std::vector<std::span<const std::byte>>& sources);
+    // Buffer b's live bytes, copied to the host (after the compute stream's work).
+    std::vector<std::byte> read_device_buffer(std::size_t b);
+    // Checkpointer::restore into the live buffers, through host staging for device buffers.
+    void restore_checkpoint(const std::string& role_key, std::int64_t version);
+    // The job is failing: abort NCCL and tell the DP peers' NCCL waits. Never throws.
+    void abort_device_collectives() noexcept;
+    // Step collectives on device memory; false when `data` is host memory (CPU path).
+    bool device_reduce_scatter(std::span<const float> grads, std::span<float> shard);
+    bool device_allgather(std::span<float> full);
+    bool device_allreduce(std::span<float> data);
 
     // Step state.
     std::int64_t step = 0;
