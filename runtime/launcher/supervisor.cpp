@@ -901,6 +901,7 @@ bool Supervisor::try_cold_restart(const json& reason, Clock::time_point first_ev
     r.checkpoint_step = *step;
     LaunchKind kind = unfired_faults();
     kind.resume = true;
+    move_off_bad_nodes(kind, reason);
     {
         std::lock_guard lock(metrics_state_.mutex);
         ++metrics_state_.cold_restarts;
