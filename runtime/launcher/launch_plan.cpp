@@ -177,9 +177,11 @@ Relayout replace_nodes(const Layout& layout, const std::set<std::string>& lost) 
         std::erase(l.nodes, node);
         if (l.nodes.empty()) throw Error("every active node of the job is lost (" + node + " was the last)");
         out.doubled_up.push_back(node);
+        // Fewest ranks first; among equals the last node, which keeps the batch host (the first
+        // node: mpirun and the launcher run there) from taking extra ranks.
         for (auto& p : l.processes) {
             if (p.spare || p.node != node) continue;
-            p.node = *std::min_element(l.nodes.begin(), l.nodes.end(), [&](const auto& a, const auto& b) {
+            p.node = *std::min_element(l.nodes.rbegin(), l.nodes.rend(), [&](const auto& a, const auto& b) {
                 return l.ranks_on_node(a) < l.ranks_on_node(b);
             });
         }

@@ -52,7 +52,8 @@ Layout make_layout(const config::Config& cfg, const std::string& local_host,
 
 // The layout of a relaunch without the `lost` nodes: each one's processes move together to a
 // free reserve node; with none left they are spread over the remaining active nodes (fewest
-// ranks first), which keeps the job's shape and its results, at the cost of speed.
+// ranks first, the batch host last), which keeps the job's shape and its results, at the cost
+// of speed.
 struct Relayout {
     Layout layout;
     std::vector<std::pair<std::string, std::string>> replaced;  // lost node -> spare node
