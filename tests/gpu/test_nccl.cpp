@@ -4,6 +4,7 @@
 // instead of hanging.
 #define FLASHREC_GPU_TEST_WITH_MPI
 #include "gpu_test_main.hpp"
+#include "device_vectors.hpp"
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -22,18 +23,6 @@ using namespace flashrec::gpu;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::vector<float> download(const DeviceBuffer& d, std::size_t count) {
-    std::vector<float> host(count);
-    FLASHREC_CUDA_CHECK(cudaMemcpy(host.data(), d.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
-    return host;
-}
-
-DeviceBuffer upload(const std::vector<float>& host) {
-    DeviceBuffer d = DeviceBuffer::allocate(host.size() * sizeof(float));
-    FLASHREC_CUDA_CHECK(cudaMemcpy(d.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return d;
-}
 
 std::vector<float> ramp(std::size_t n) {
     std::vector<float> v(n);

@@ -5,6 +5,7 @@
 // abort (the communicator goes, the next prepare rebuilds it), a new generation rebuilds.
 #define FLASHREC_GPU_TEST_WITH_MPI
 #include "gpu_test_main.hpp"
+#include "device_vectors.hpp"
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -21,19 +22,6 @@
 using namespace flashrec::gpu;
 
 namespace {
-
-std::vector<float> download(const DeviceBuffer& d, std::size_t count) {
-    std::vector<float> host(count);
-    if (count > 0)
-        FLASHREC_CUDA_CHECK(cudaMemcpy(host.data(), d.data(), count * sizeof(float), cudaMemcpyDeviceToHost));
-    return host;
-}
-
-DeviceBuffer upload(const std::vector<float>& host) {
-    DeviceBuffer d = DeviceBuffer::allocate(host.size() * sizeof(float));
-    FLASHREC_CUDA_CHECK(cudaMemcpy(d.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return d;
-}
 
 auto soon() { return std::chrono::steady_clock::now() + std::chrono::seconds(30); }
 
