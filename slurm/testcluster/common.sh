@@ -83,6 +83,18 @@ frs_start_node() {
     disown
 }
 
+# rmdir a cgroup whose processes are gone. The kernel refuses (EBUSY) while exiting tasks are
+# still being released, after cgroup.procs already reads empty: seen once in ~40 teardowns.
+frs_rmdir_cgroup() {
+    local i
+    for i in $(seq 50); do
+        rmdir "$1" 2>/dev/null && return 0
+        [ -d "$1" ] || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # Remove everything a cluster (or a failed up.sh) left: daemons, cgroups, namespaces, veths,
 # bridge, hosts lines, state directory. Every step tolerates the thing being absent already.
 frs_teardown() {
@@ -91,9 +103,9 @@ frs_teardown() {
         for cg in "$cgroot"/*/; do
             [ -d "$cg" ] || continue
             frs_cgroup_kill "${cg%/}" || { frs_log "processes in ${cg%/} survived SIGKILL"; rc=1; }
-            rmdir "${cg%/}" 2>/dev/null || true
+            frs_rmdir_cgroup "${cg%/}" || true
         done
-        rmdir "$cgroot" 2>/dev/null || { frs_log "could not remove cgroup $cgroot"; rc=1; }
+        frs_rmdir_cgroup "$cgroot" || { frs_log "could not remove cgroup $cgroot"; rc=1; }
     fi
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$FRS_NETNS_PREFIX" || true); do
         ip netns del "$ns" 2>/dev/null || { frs_log "could not delete netns $ns"; rc=1; }

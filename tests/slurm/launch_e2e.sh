@@ -38,7 +38,7 @@ write_yaml() {  # <file> <checkpoint dir>
 job: {name: fr-e2e-$mode, nodes: $nodes, ranks_per_node: 1, dp: 4, spare_nodes: $spare_nodes, hot_spares: $hot_spares, steps: $steps, seed: 7}
 launch: {program: $trainer}
 trainer: {model: {input: 16, hidden: 32, output: 4}, batch_per_rank: 8, lr: 0.01, log_every: 100}
-detection: {hang_timeout_ms: 3000}
+detection: {hang_timeout_ms: ${FLASHREC_E2E_HANG_MS:-3000}}
 checkpoint: {dir: $2, every_steps: 50}
 slurm: {when_spares_exhausted: $policy}
 YAML
