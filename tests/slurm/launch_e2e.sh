@@ -116,7 +116,8 @@ say "drained: $victim: \"$reason\" (sinfo -R)"
 [[ $reason == "flashrec: "*" at step "* ]] || fail "$victim is not drained with flashrec's reason"
 
 # What the launcher recorded: where the ranks went, and when training resumed.
-python3 - "$events" "$kill_ms" "$mode" "$victim" <<'PY' || fail "the event log does not show the expected recovery"
+# (Its output is kept so that a failed assertion can be named in the last line of the test.)
+checked=$(python3 - "$events" "$kill_ms" "$mode" "$victim" 2>&1 <<'PY'
 import json, sys
 events, kill_ms, mode, victim = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 recs = [json.loads(line) for line in open(events)]
@@ -166,6 +167,8 @@ elif recovery:
 else:
     raise SystemExit("no recovery record")
 PY
+) || { echo "$checked"; fail "the event log does not show the expected recovery: $(tail -n 1 <<< "$checked")"; }
+echo "$checked"
 say "final checksum $final, failure-free $reference"
 [ "$final" = "$reference" ] || fail "final checksum $final differs from the failure-free run's $reference"
 say "ok: $mode survived, checksums equal"

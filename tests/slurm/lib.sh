@@ -11,7 +11,8 @@ T0=$(date +%s.%N)
 
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 say() { echo "[$(elapsed)s] $*"; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# The reason is said again as the test's last line, after the logs on_exit prints.
+fail() { FRS_FAILURE="$*"; echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip "the Slurm test cluster needs root (network namespaces, cgroups)"
@@ -74,6 +75,7 @@ on_exit() {
         echo "FAIL: down.sh could not tear the cluster down" >&2
         ((rc == 0)) && rc=1
     fi
+    [ -n "${FRS_FAILURE:-}" ] && echo "FAIL (see above): $FRS_FAILURE" >&2
     exit "$rc"
 }
 
