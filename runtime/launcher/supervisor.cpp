@@ -13,8 +13,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -58,6 +60,15 @@ constexpr auto kTeardownLimit = milliseconds(10000);
 constexpr auto kInterruptGrace = milliseconds(5000);
 constexpr auto kRecordWait = milliseconds(2000);    // the ranks' own tier-2 record after resuming
 constexpr const char* kLaunchIdVar = "FLASHREC_LAUNCH_ID";
+
+// A killed mpirun leaves its PRRTE session directory ${TMPDIR:-/tmp}/ompi.<pid> behind; a later
+// mpirun given that pid refuses to start (tools/fr-mpirun). Called once mpirun is reaped.
+void remove_session_dir(pid_t mpirun) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::error_code ignored;
+    std::filesystem::remove_all(std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / ("ompi." + std::to_string(mpirun)),
+                                ignored);
+}
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
@@ -676,6 +687,7 @@ void Supervisor::teardown(const std::string& why) {
             attempt_.exit_time = Clock::now();
         }
     });
+    if (attempt_.exited) remove_session_dir(attempt_.child.pid);
     json left = json::array();
     for (pid_t p : t.left) left.push_back(p);
     log("teardown", {{"attempt", attempt_.index},
