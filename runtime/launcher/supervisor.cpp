@@ -59,6 +59,7 @@ constexpr auto kDrainLimit = milliseconds(1000);    // output still in the pipes
 constexpr auto kTeardownLimit = milliseconds(10000);
 constexpr auto kInterruptGrace = milliseconds(5000);
 constexpr auto kRecordWait = milliseconds(2000);    // the ranks' own tier-2 record after resuming
+constexpr auto kSpawnDaemonGrace = milliseconds(10000);  // PRRTE's daemon may die after a spawn
 constexpr const char* kLaunchIdVar = "FLASHREC_LAUNCH_ID";
 
 // A killed mpirun leaves its PRRTE session directory ${TMPDIR:-/tmp}/ompi.<pid> behind; a later
@@ -275,6 +276,8 @@ private:
     // Nodes flashrec will not use again (lost, frozen, or a rank failed there), and those of
     // them the next relaunch still has to move ranks off.
     std::set<std::string> bad_nodes_, lost_nodes_;
+    // The last in-job repair that spawned a replacement (onto the spawn host): attempt and time.
+    std::pair<int, Clock::time_point> last_spawn_{-1, {}};
     // Drains decided but not yet run: scontrol runs from the main loop after the relaunch has
     // started (a thread would race the loop's waitpid(-1) for scontrol's exit status).
     std::vector<std::pair<std::string, std::string>> pending_drains_;  // node, reason
@@ -1015,13 +1018,16 @@ void Supervisor::node_lost(const std::string& host, const std::string& evidence)
         std::any_of(ranks.begin(), ranks.end(), [&](const ft::RankInfo& r) {
             return r.registered_at >= attempt_.start && r.phase == ft::wire::Phase::recovery;
         });
-    const bool spawning = node == layout_.spawn_host() && repairing;
+    const bool just_spawned =
+        last_spawn_.first == attempt_.index && Clock::now() - last_spawn_.second < kSpawnDaemonGrace;
+    const bool spawning = node == layout_.spawn_host() && (repairing || just_spawned);
     if (spawning) {
         // PRRTE 3.0.13 sometimes loses (or crashes) its daemon on the node a replacement is being
-        // spawned onto (docs/slurm.md, "Traps"). The node itself is fine: the relaunch that
-        // follows puts the replacement there all the same.
+        // (or was just) spawned onto (docs/slurm.md, "Traps"). The node itself is fine: the
+        // relaunch that follows puts the replacement there all the same. Were the node really
+        // gone, that relaunch would lose it again, this time as a node loss.
         log("spawn_daemon_lost", {{"node", node}, {"attempt", attempt_.index}, {"evidence", evidence}});
-        say("mpirun lost its daemon on spare node " + node + " while spawning a replacement there: " +
+        say("mpirun lost its daemon on spare node " + node + " while or just after spawning a replacement there: " +
             "the MPI job ends; the relaunch puts the replacement on " + node);
         return;
     }
@@ -1396,6 +1402,7 @@ void Supervisor::on_recovery(const json& record) {
         return;
     }
     const std::string by = "in-job tier " + std::to_string(tier) + " (" + kind + ")";
+    if (kind.find("spawned") != std::string::npos) last_spawn_ = {attempt_.index, Clock::now()};
     // Under Slurm the node a rank died on is not used again (DESIGN.md "Slurm"): drained now,
     // its other ranks moved off it at the next relaunch.
     // (The role may already run elsewhere: the node is the one its incident names. An incident
