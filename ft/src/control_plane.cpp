@@ -205,7 +205,19 @@ std::optional<RankIncident> RankTracker::disconnect(RankSlot slot, bool clean, C
     return make_incident(record->info, IncidentReason::connection_lost, now - record->info.last_heartbeat);
 }
 
-void RankTracker::check(ControlClock::time_point now, std::vector<RankIncident>& newly_hung) {
+ControlClock::duration RankTracker::check(ControlClock::time_point now, std::vector<RankIncident>& newly_hung) {
+    ControlClock::duration paused{};
+    if (last_check_ && now - *last_check_ > hang_timeout_ / 2) {
+        // Nothing could have been heard meanwhile: without this, every rank would be declared hung
+        // the moment a paused launcher (or a paused batch host) runs again.
+        paused = now - *last_check_;
+        for (Record& record : records_) {
+            record.info.last_heartbeat = std::min(now, record.info.last_heartbeat + paused);
+            record.info.last_tag_change = std::min(now, record.info.last_tag_change + paused);
+        }
+    }
+    last_check_ = now;
+
     // The furthest any working rank got; parked spares do not step and do not count.
     std::int64_t furthest = -1;
     for (const Record& record : records_)
@@ -226,6 +238,7 @@ void RankTracker::check(ControlClock::time_point now, std::vector<RankIncident>&
             newly_hung.push_back(make_incident(info, IncidentReason::stalled, unmoved_for));
         }
     }
+    return paused;
 }
 
 std::optional<RankInfo> RankTracker::find(const std::string& role) const {
@@ -546,10 +559,14 @@ void Controller::Impl::on_disconnect(RankSlot slot, bool clean) {
 
 void Controller::Impl::run_check() {
     std::vector<RankIncident> newly_hung;
+    ControlClock::duration paused{};
     {
         const std::lock_guard lock(tracker_mutex);
-        tracker.check(ControlClock::now(), newly_hung);
+        paused = tracker.check(ControlClock::now(), newly_hung);
     }
+    if (paused > ControlClock::duration::zero())
+        log("controller_paused", {{"ms", std::chrono::duration_cast<milliseconds>(paused).count()},
+                                  {"effect", "the ranks' hang timers were restarted"}});
     for (const RankIncident& incident : newly_hung) {
         log("rank_hung", to_json(incident));
         invoke(options.on_hung, "on_hung", incident);

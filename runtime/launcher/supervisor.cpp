@@ -350,6 +350,7 @@ private:
     Clock::time_point last_progress_print_{};
     std::int64_t last_printed_step_ = -2;
     Clock::time_point last_progress_time_{};  // any role's tag moved
+    Clock::time_point last_stall_check_{};    // a longer gap than usual: this process was paused
     std::map<std::string, std::int64_t> last_tags_;
     std::string last_recovery_text_ = "none";
     Clock::time_point last_ranks_poll_{};
@@ -1482,7 +1483,12 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
         }
         if (least >= 0) tag_steps_ = least;
     }
-    // Job-level stall: no active role's step tag moved for the stall limit.
+    // Job-level stall: no active role's step tag moved for the stall limit. A stretch in which
+    // the launcher itself did not run (as the controller, ft::RankTracker::check) does not count.
+    if (last_stall_check_ != Clock::time_point{} &&
+        now - last_stall_check_ > milliseconds(cfg().detection.hang_timeout_ms / 2))
+        last_progress_time_ = std::min(now, last_progress_time_ + (now - last_stall_check_));
+    last_stall_check_ = now;
     for (const auto& role : layout_.active_roles)
         if (const auto it = current.find(role); it != current.end()) {
             auto& last = last_tags_[role];

@@ -586,6 +586,27 @@ TEST_CASE("tracker: silence, stall, parked spares, once per incident, supersede,
         }
         CHECK(hung.empty());
     }
+    SUBCASE("a pause of the checking process is not the ranks' silence") {
+        for (auto at = 0ms; at <= 500ms; at += 100ms) {
+            beat(a, 1, wire::Phase::compute, at);
+            beat(b, 1, wire::Phase::compute, at);
+            beat(spare, 0, wire::Phase::parked, at);
+            CHECK(tracker.check(t0 + at, hung) == ControlClock::duration::zero());
+        }
+        // The launcher (or its host) stood still for 4.5 s, and so did everything it could hear.
+        CHECK(tracker.check(t0 + 5000ms, hung) == 4500ms);
+        CHECK(hung.empty());
+        // Only b and the spare speak again: a is declared one timeout after the pause ended.
+        for (auto at = 5100ms; at <= 6500ms; at += 100ms) {
+            beat(b, 1, wire::Phase::compute, at);
+            beat(spare, 0, wire::Phase::parked, at);
+            tracker.check(t0 + at, hung);
+        }
+        REQUIRE(hung.size() == 1);
+        CHECK(hung[0].role == "dp0.tp0.pp0");
+        CHECK(hung[0].reason == IncidentReason::no_heartbeat);
+        CHECK(hung[0].detection_latency == 1000ms);
+    }
     SUBCASE("a replacement takes the role over; the old slot goes stale") {
         const RankSlot replacement = tracker.register_rank(hello_for(token, "dp0.tp0.pp0", 5), t0 + 10ms);
         CHECK(replacement.index == a.index);

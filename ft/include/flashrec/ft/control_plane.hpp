@@ -84,8 +84,11 @@ public:
     const RankInfo* current(RankSlot slot) const;
     // Marks the rank exited (clean, after BYE) or lost; returns the incident for a loss.
     std::optional<RankIncident> disconnect(RankSlot slot, bool clean, ControlClock::time_point now);
-    // Appends an incident for each active rank that became hung since the last call.
-    void check(ControlClock::time_point now, std::vector<RankIncident>& newly_hung);
+    // Appends an incident for each active rank that became hung since the last call. A gap since
+    // the previous call of more than half the hang timeout means this process was not running
+    // (descheduled, its host paused): that stretch is not counted as the ranks' silence, and its
+    // length is returned (zero otherwise).
+    ControlClock::duration check(ControlClock::time_point now, std::vector<RankIncident>& newly_hung);
 
     std::optional<RankInfo> find(const std::string& role) const;
     std::vector<RankInfo> snapshot() const;
@@ -101,6 +104,7 @@ private:
     Record* live(RankSlot slot);
 
     std::chrono::milliseconds hang_timeout_;
+    std::optional<ControlClock::time_point> last_check_;
     std::vector<Record> records_;
     std::unordered_map<std::string, std::uint32_t> index_by_role_;
 };
