@@ -6,7 +6,8 @@ real killed mpirun, at the exact pid tools/fr-mpirun will get (via /proc/sys/ker
 and checks that the job runs.
 
   stale_session_dir.py FR_MPIRUN
-Prints PASS, FAIL or SKIP (ctest reports skipped) where ns_last_pid cannot be written.
+Prints a PASS or FAIL line; SKIP (ctest: Skipped) where ns_last_pid cannot be written or the pid
+cannot be had.
 """
 import os, shutil, signal, subprocess, sys, tempfile, time
 
@@ -48,7 +49,7 @@ try:
         print("SKIP: /proc/sys/kernel/ns_last_pid is not writable (needs root)")
         sys.exit(0)
 
-    # 1. A real stale directory: SIGKILL an mpirun once it has made its session directory.
+    # 1. A real stale directory: SIGKILL an mpirun and its rank once the rank runs.
     victim = subprocess.Popen([fr_mpirun, "-n", "1", "sleep", "30"], env=env, start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     def rank_started():
@@ -74,14 +75,14 @@ try:
         sys.exit(1)
     stale = os.path.join(tmp, f"ompi.{victim.pid}")
 
-    # 2. Move it to a pid nobody uses, and start fr-mpirun at exactly that pid.
+    # 2. Copy it to a pid nobody uses, and start fr-mpirun at exactly that pid.
     for target in range(20000, 30000, 97):
         if not os.path.exists(f"/proc/{target}") and not os.path.exists(f"/proc/{target - 1}"):
             break
     planted = os.path.join(tmp, f"ompi.{target}")
     for attempt in range(5):
         shutil.copytree(stale, planted, dirs_exist_ok=True)
-        job = spawn_at(target, [fr_mpirun, "-n", "2", "sh", "-c", "echo rank-ran"])
+        job = spawn_at(target, [fr_mpirun, "-n", "2", "sh", "-c", "sleep 0.5; echo rank-ran"])
         if job.pid == target:
             break
         job.communicate(timeout=60)  # another process took the pid first; try again

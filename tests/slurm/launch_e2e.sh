@@ -19,6 +19,7 @@
 #   srun_launch      no failure: `srun flashrec-launch train.yaml` in a batch script, one task per
 #                    node, FLASHREC_BTL_IF unset; exactly one task (task 0) launches, the others
 #                    exit at once, and the launcher finds the nodes' subnet for MPI by itself
+# FLASHREC_E2E_HANG_MS overrides detection.hang_timeout_ms (3000), e.g. to study a stall by hand.
 source "$(dirname "$0")/lib.sh"
 mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
