@@ -6,13 +6,18 @@
 //   adam_t  (int64)                    envelope: optimizer step counter
 //   ema     (float, trainer.extra_sharded_mib MiB) sharded: an exponential moving average of
 //           the gradient shard, to give benchmarks a large optimizer state at small compute
+// trainer.device_ms (default 0) makes the step device-like: after its host compute the rank waits
+// that long without using a core, as a GPU trainer's host thread waits for its kernels, so that
+// benchmarks can measure what protection costs when the host core is free.
 // Data for (step, dp rank) come from step.data_seed(), so a replayed step sees the same batch.
 // Prints the loss and, at the end, exactly one line `final_checksum=<hex>`.
 #include <flashrec/flashrec.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "mlp_shape.hpp"
@@ -87,6 +92,7 @@ int main(int argc, char** argv) {
         const auto batch = static_cast<std::size_t>(rt.param_int("batch_per_rank", 16));
         const double lr = rt.param_double("lr", 3e-3);
         const std::int64_t log_every = rt.param_int("log_every", 10);
+        const std::chrono::milliseconds device_time{rt.param_int("device_ms", 0)};
         const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 
         const std::vector<float> teacher = random_mlp(shape, rt.seed() ^ 0x7eac4e5ULL, 2.0f);
@@ -118,6 +124,7 @@ int main(int argc, char** argv) {
                 forward(shape, teacher, &x[n * shape.in], hidden.data(), &y[n * shape.out]);
             std::fill(grads.begin(), grads.end(), 0.0f);
             const double local_loss = loss_and_grad(shape, params, x, y, batch, grads);
+            if (device_time.count() > 0) std::this_thread::sleep_for(device_time);
 
             step.reduce_scatter(grads, grad_shard);
             step.update([&] {
