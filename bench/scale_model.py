@@ -103,8 +103,8 @@ def fit_power(pts):
 def load_rows(path, key):
     with open(path) as f:
         data = json.load(f)
-    if isinstance(data, dict) and key in data:  # bench/run.py's results.json
-        data = data[key]
+    if isinstance(data, dict) and key in data.get("benchmarks", {}):  # bench/run.py's results.json
+        data = data["benchmarks"][key].get("data") or []
     if isinstance(data, dict) and "rows" in data:
         return data["rows"], data.get("latency", []), data.get("bandwidth"), data.get("machine", {})
     return data, [], None, {}
@@ -310,12 +310,13 @@ def render(png, machine, grid, tornado, p, anchors):
     base, sw = tornado
     names = [s[0] for s in sw][::-1]
     for i, s in enumerate(sw[::-1]):
-        lo, hi = s[2] - base, s[4] - base
-        ax.barh(i, lo, left=base, color="#9ecae1")
-        ax.barh(i, hi, left=base, color="#fc9272")
-        ax.text(min(s[2], s[4]), i, f"{s[1]} ", ha="right", va="center", fontsize=6)
-        ax.text(max(s[2], s[4]), i, f" {s[3]}", ha="left", va="center", fontsize=6)
+        for label, val, colour in ((s[1], s[2], "#9ecae1"), (s[3], s[4], "#fc9272")):
+            ax.barh(i, val - base, left=base, color=colour)
+            right = val >= base
+            ax.text(val, i, f" {label}" if right else f"{label} ", ha="left" if right else "right",
+                    va="center", fontsize=6)
     ax.axvline(base, color="k", lw=0.8)
+    ax.margins(x=0.25)  # room for the value labels
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels(names, fontsize=7)
     ax.set_xlabel(f"flashrec goodput at {p.tornado_n:,} GPUs (base {base:.4f})")
@@ -403,7 +404,7 @@ def main():
     if p.phases_json:
         rows, lat, bw, mach = load_rows(p.phases_json, "scale_phases")
     if p.recovery_json:
-        rows += load_rows(p.recovery_json, "recovery_latency")[0]
+        rows += load_rows(p.recovery_json, "recovery")[0]
     if p.cores is None:
         p.cores = mach.get("cores") or len(os.sched_getaffinity(0))
     lat2 = next((x for x in lat if x["ranks"] == 2), None)
@@ -496,6 +497,10 @@ def main():
     if p.series not in machine:
         sys.exit(f"scale_model: no '{p.series}' series with '{p.spare}' rows")
     mm = machine[p.series]
+    if mm["state_mib"] is None:  # recovery_latency.py rows do not carry their state size
+        mm["state_mib"] = p.state_mib or 64
+        print(f"(rows without state_mib: assumed {mm['state_mib']} MiB per rank, recovery_latency.py's default; "
+              "--state-mib sets it)")
     # Pipeline efficiency of restore here (bytes per second of the phase's per-byte term, one rank per
     # core, vs MPI p2p), transferred to the cluster link.
     rf = mm["fits"].get("restore", {"a": 0, "b": 0})
