@@ -514,7 +514,7 @@ def main():
     print("  " + ", ".join(f"{ph} {mm['fits'][ph]['b'] * 1e3 / latency_us:.1f}" for ph in PHASES
                            if ph in mm["fits"] and COMPLEXITY[ph] == "log"))
     rs = mm["fits"].get("resumed")
-    if rs:
+    if rs and rs["b"] > 0:
         print(f"  resumed: {rs['a']:.1f} ms + {rs['b']:.1f} ms per {mm['state_mib']} MiB per rank "
               f"(= {mm['state_mib'] * MIB / (rs['b'] / 1e3) / 1e9:.2f} GB/s of snapshot segments re-created)")
 

@@ -31,8 +31,10 @@ TRUTH = {"shrink": (0.5, 0.2), "agree": (0.05, 0.02), "exchange": (0.3, 0.06), "
 
 
 def synthetic(n, ph):
+    """The model as docs/scale-model.md states it, written out independently of scale_model.py."""
     a, b = TRUTH[ph]
-    return a + b * sm.h_of(ph, n) * sm.share(n, CORES)
+    h = 1.0 if ph in ("restore", "resumed") else math.log2(n)
+    return a + b * h * max(1.0, n / CORES)
 
 
 # 1. the fit recovers a and b, and the held-out point
@@ -50,8 +52,6 @@ check("falling data give b = 0", f["b"] == 0.0 and abs(f["a"] - 2.0) < 1e-12, st
 
 
 # 3. cluster projection properties
-class P:
-    pass
 
 
 def params(**kw):
