@@ -175,10 +175,27 @@ def tier1_phases(n, m, p):
     return out
 
 
+def ckpt_interval_s(delta, mttf, rule):
+    """Optimal checkpoint period: Young's sqrt(2 delta M) (= FlashRecovery Eq. 3), or Daly's
+    higher-order estimate (J. T. Daly, FGCS 22(3), 2006) for delta < 2M."""
+    if rule == "daly" and delta < 2 * mttf:
+        x = delta / (2 * mttf)
+        return math.sqrt(2 * delta * mttf) * (1 + math.sqrt(x) / 3 + x / 9) - delta
+    return math.sqrt(2 * delta * mttf)
+
+
+def ckpt_eta(n, p, rule):
+    mttf = mttf_h(n, p) * 3600
+    every = max(1, round(ckpt_interval_s(p.ckpt_stall_s, mttf, rule) / p.step_s))
+    c = (mttf / (every * p.step_s + p.ckpt_stall_s) * p.ckpt_stall_s + p.detect_s + restart_s(n, p)
+         + p.step_s * ((every - 1) / 2 + 0.5))
+    return every, mttf / (mttf + c)
+
+
 def costs(n, m, p):
     mttf = mttf_h(n, p) * 3600
     ts = p.step_s
-    every = max(1, round(math.sqrt(2 * p.ckpt_stall_s * mttf) / ts))  # Young = FlashRecovery Eq. 3
+    every = max(1, round(ckpt_interval_s(p.ckpt_stall_s, mttf, "young") / ts))
     ck_replay = ts * ((every - 1) / 2 + 0.5)
     fr_replay = ts * (0.5 + p.sync_fraction)
     t1 = tier1_phases(n, m, p)
@@ -553,8 +570,8 @@ def main():
     print(f"\ngoodput (eta = MTTF / (MTTF + E[C])); step {p.step_s:g} s; tiers {p.tier_weights}; "
           "checkpoint-restart with Young's interval:")
     print("| failures | GPUs | MTTF | flashrec tier 1 / 2 / 3 (s per failure) | flashrec eta | flashrec eta, all tier 1 | "
-          "ckpt K* | ckpt restart | ckpt E[C] | ckpt eta |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "ckpt K* | ckpt restart | ckpt E[C] | ckpt eta | ckpt eta, Daly K |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     results = {}
     for scen in ("meta", "llama3"):
         q = copy.copy(p)
@@ -563,9 +580,11 @@ def main():
             r = costs(n, m, q)
             results.setdefault(scen, []).append(r)
             f, c = r["flashrec"], r["ckpt"]
+            dk, de = ckpt_eta(n, q, "daly")
+            c["daly_every_steps"], c["daly_eta"] = dk, de
             print(f"| {scen} | {n:,} | {r['mttf_h']:.2f} h | {f['tier1_s']:.0f} / {f['tier2_s']:.0f} / {f['tier3_s']:.0f} | "
                   f"{f['eta']:.4f} | {f['eta_tier1_only']:.4f} | {c['every_steps']} | {c['restart_s']:.0f} s | "
-                  f"{c['E_C_s']:.0f} s | {c['eta']:.4f} |")
+                  f"{c['E_C_s']:.0f} s | {c['eta']:.4f} | {de:.4f} ({dk}) |")
 
     anchors = [
         {"name": "ByteRobust", "ranks": 9600, "eta": 0.97, "what": "97 % ETTR, 3-month job (arXiv 2509.16293)"},
