@@ -91,6 +91,14 @@ check("all-tier-1 flashrec beats checkpoint-restart", f["eta_tier1_only"] > c["c
 check("no NCCL, no detection: tier-1 downtime is the MPI repair alone (< 5 s at 100K)",
       sm.costs(100000, m, params(nccl="none", detect_s=0.0))["flashrec"]["downtime_tier1_s"] < 5.0)
 
+q = params(sim_steps=20000)
+sim = sm.simulate(16384, m, q, "flashrec", 1)
+check("simulated flashrec eta within 0.01 of the formula at 16K", abs(sim - f["eta"]) < 0.01,
+      f"{sim:.4f} vs {f['eta']:.4f}")
+sim_ck = sm.simulate(100000, m, params(sim_steps=20000), "ckpt", 2)
+check("simulation: checkpoint-restart at 100K below the formula (failures hit its 709 s restarts)",
+      sim_ck < sm.costs(100000, m, p)["ckpt"]["eta"], f"{sim_ck:.4f}")
+
 # 4. end to end on a synthetic scale_phases.py file
 rows = []
 for series in ("cpu", "device"):
