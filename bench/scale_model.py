@@ -409,6 +409,7 @@ def main():
     ap.add_argument("--spare", choices=["hot", "spawned"], default="hot")
     ap.add_argument("--state-mib", type=int, default=None, help="use the rows of this state size (default: smallest)")
     ap.add_argument("--cores", type=int, default=None, help="cores of the measuring machine (default: this one's)")
+    ap.add_argument("--max-ranks", type=int, default=None, help="ignore rows measured at more ranks than this")
     ap.add_argument("--latency-us", type=float, default=None,
                     help="one-way small-message latency here (default: bench_latency at 2 ranks in --phases-json)")
     ap.add_argument("--here-p2p-gbps", type=float, default=None,
@@ -479,6 +480,8 @@ def main():
         rows, lat, bw, mach = load_rows(p.phases_json, "scale_phases")
     if p.recovery_json:
         rows += load_rows(p.recovery_json, "recovery")[0]
+    if p.max_ranks:
+        rows = [r for r in rows if r["ranks"] <= p.max_ranks]
     if p.cores is None:
         p.cores = mach.get("cores") or len(os.sched_getaffinity(0))
     lat2 = next((x for x in lat if x["ranks"] == 2), None)
