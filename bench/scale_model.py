@@ -326,7 +326,7 @@ def need_matplotlib():
     return False
 
 
-def render(png, machine, grid, tornado, p, anchors):
+def render(png, machine, grid, tornado, p, anchors, beyond):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -339,7 +339,7 @@ def render(png, machine, grid, tornado, p, anchors):
             for n, t in pts:
                 tot_meas[n] = tot_meas.get(n, 0) + t
         ns = sorted(tot_meas)
-        grid_n = [2 ** (k / 4) for k in range(4, 4 * 6 + 1)]
+        grid_n = [2 ** (k / 4) for k in range(4, 4 * 7 + 1)]
         fit_tot = [sum(eval_machine(f, ph, n, mm["cores"]) for ph, f in mm["fits_insample"].items()) for n in grid_n]
         c = ["#1f77b4", "#2ca02c"][si % 2]
         ax.plot(ns, [tot_meas[n] for n in ns], "o", color=c, label=f"{series}: measured (sum of phases)")
@@ -349,6 +349,10 @@ def render(png, machine, grid, tornado, p, anchors):
             pred = sum(mm["holdout_pred"].values())
             ax.plot([mm["holdout"]], [pred], "*", ms=14, color=c, mfc="none",
                     label=f"{series}: predicted {mm['holdout']} ({pred:.0f} ms)")
+        extra = beyond.get(series, {})
+        if extra:
+            ax.plot(list(extra), list(extra.values()), "x", ms=9, color=c,
+                    label=f"{series}: measured, beyond --max-ranks (not fitted)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("ranks (on 2 cores)")
@@ -480,7 +484,14 @@ def main():
         rows, lat, bw, mach = load_rows(p.phases_json, "scale_phases")
     if p.recovery_json:
         rows += load_rows(p.recovery_json, "recovery")[0]
+    beyond = {}  # sums of phases above --max-ranks: drawn, not fitted
     if p.max_ranks:
+        states = [r["state_mib"] for r in rows if r.get("state_mib") is not None]
+        want = p.state_mib if p.state_mib is not None else min(states, default=None)
+        for r in rows:
+            if r["ranks"] > p.max_ranks and r.get("spare") == p.spare and r.get("state_mib") == want:
+                beyond.setdefault(r.get("series", "cpu"), {})[r["ranks"]] = sum(
+                    v["median"] for k, v in r["phases"].items() if k in PHASES)
         rows = [r for r in rows if r["ranks"] <= p.max_ranks]
     if p.cores is None:
         p.cores = mach.get("cores") or len(os.sched_getaffinity(0))
@@ -697,7 +708,7 @@ def main():
                        "sensitivity": {"ranks": p.tornado_n, "base": tornado[0], "swings": tornado[1]}},
                       fj, indent=1, default=str)
     if have_plot:
-        render(p.png, machine, grid, tornado, p, anchors)
+        render(p.png, machine, grid, tornado, p, anchors, beyond)
         print(f"plot: {p.png}")
 
 
