@@ -6,6 +6,7 @@ against a failure-free run of the same job, as fault_matrix.py does for the MLP.
                      [--phases ...] [--victims dp tp pp far]
   fault_matrix_3d.py --trainer EXE --config-dir DIR ci
   fault_matrix_3d.py --trainer EXE --config-dir DIR scenarios
+  fault_matrix_3d.py --trainer EXE --config-dir DIR soak --trials N [--seed S]
 
 A victim is named by how it relates to role 0 (dp0.tp0.pp0, which prints the checksum): its DP
 peer (dp1.tp0.pp0), its TP peer (dp0.tp1.pp0), its pipeline peer (dp0.tp0.pp1), or a role that
@@ -16,6 +17,7 @@ recovery records and replay at most one step. Prints one line per run, a table, 
 """
 import argparse
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -94,6 +96,20 @@ def ci(r):
             1, extra)
 
 
+def soak(r, trials, seed):
+    rng = random.Random(seed)
+    for t in range(trials):
+        shape = rng.choice(["3d", "3d", "2d"])
+        spares = rng.choice(["hot", "spawned"])
+        ranks, config, extra = job(shape, spares)
+        dp, tp, pp = rng.randrange(2), rng.randrange(2), rng.randrange(2) if shape == "3d" else 0
+        phases = [p for p in PHASES if shape == "3d" or p != "pp_exchange"]
+        phase = rng.choice(phases)
+        step = rng.randrange(2, 18)
+        r.check(f"soak {t}: {shape} {spares} role={dp},{tp},{pp} step={step} {phase}", ranks, config,
+                [f"role={dp},{tp},{pp}:step={step}:phase={phase}:action=kill"], 1, extra)
+
+
 def print_table(r):
     if not r.table:
         return
@@ -115,6 +131,9 @@ def main():
     m.add_argument("--victims", nargs="+", default=list(VICTIMS), choices=list(VICTIMS))
     sub.add_parser("ci")
     sub.add_parser("scenarios")
+    so = sub.add_parser("soak")
+    so.add_argument("--trials", type=int, default=10)
+    so.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
     a = ap.parse_args()
     r = Runner(a.trainer, a.config_dir, a.timeout)
     r.table = []
@@ -122,8 +141,11 @@ def main():
         matrix(r, a.shape, a.spares, a.phases, a.victims)
     elif a.what == "ci":
         ci(r)
-    else:
+    elif a.what == "scenarios":
         scenarios(r)
+    else:
+        print(f"soak: {a.trials} trials, seed {a.seed}")
+        soak(r, a.trials, a.seed)
     print_table(r)
     return r.summary()
 
