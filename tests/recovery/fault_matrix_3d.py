@@ -77,7 +77,7 @@ def scenarios(r):
     r.check("3d spawned: two die at once in pp_exchange, groups (tp0,pp1) and (tp1,pp0)", ranks, spawned,
             ["role=1,0,1:step=7:phase=pp_exchange:action=kill", "role=0,1,0:step=7:phase=pp_exchange:action=kill"],
             1, 0)
-    r.check("3d hot: exit(3) of a pipeline peer in backward's exchange", ranks, hot,
+    r.check("3d hot: exit(3) of a pipeline peer in its activation receive", ranks, hot,
             ["role=0,0,1:step=9:phase=pp_exchange:action=exit=3"], 1, extra)
 
 
