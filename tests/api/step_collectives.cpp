@@ -120,6 +120,16 @@ int main(int argc, char** argv) {
                       "tp_allgather with a wrong size is a flashrec::Error");
                 check(throws_error([&] { step.pp_send(part, me.pp); }), "pp_send to its own stage is a flashrec::Error");
                 check(throws_error([&] { step.pp_recv(msg, P); }), "pp_recv from a stage beyond job.pp is a flashrec::Error");
+                // Stages that disagree on a message's size: a typed error, not a failure.
+                if (me.pp + 1 < P) {
+                    step.pp_send(values(s, me.dp, me.tp, me.pp, 3), me.pp + 1);
+                    step.pp_send(values(s, me.dp, me.tp, me.pp, 9), me.pp + 1);
+                }
+                if (me.pp > 0) {
+                    check(throws_error([&] { step.pp_recv(msg, me.pp - 1); }), "pp_recv of a shorter message is a flashrec::Error");
+                    check(throws_error([&] { step.pp_recv(msg, me.pp - 1); }), "pp_recv of a longer message is a flashrec::Error");
+                    check(!step.abandoned(), "a size mismatch does not abandon the step");
+                }
             }
             if (s == abandon_at && me.dp == 1 && me.tp == 1 && me.pp == 1 && !abandoned_once) {
                 abandoned_once = true;
