@@ -10,6 +10,11 @@
 //       step.allgather(params);
 //   }
 //
+// Tensor- and pipeline-parallel trainers exchange through the step too (examples/gpt):
+//       step.tp_allreduce(partial);                   // Megatron's sums, fixed tp order
+//       step.pp_send(activations, stage + 1);         // GPipe's exchanges between stages
+//       step.reduce_scatter(grads, flashrec::Reduce::mean);  // ZeRO-1 in place: my part of the mean
+//
 // Failures are handled inside the loop: when a peer dies, the current step is abandoned
 // (collectives return, update() does not run), the loop repairs the job, restores every
 // protected buffer to the last step that is complete everywhere, and continues from the
