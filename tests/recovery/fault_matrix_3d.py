@@ -80,6 +80,15 @@ def scenarios(r):
             1, 0)
     r.check("3d hot: exit(3) of a pipeline peer in its activation receive", ranks, hot,
             ["role=0,0,1:step=9:phase=pp_exchange:action=exit=3"], 1, extra)
+    # Cyclic placement spreads each TP pair over two nodes: the same recoveries, the same bits.
+    r.check("3d hot, placement cyclic: TP peer in tp_exchange", ranks, "gpt-3d-hot-cyclic.yaml",
+            ["role=0,1,0:step=8:phase=tp_exchange:action=kill"], 1, extra)
+    r.check("3d hot, placement cyclic: two die at once in pp_exchange", ranks, "gpt-3d-hot-cyclic.yaml",
+            ["role=1,1,0:step=8:phase=pp_exchange:action=kill", "role=0,0,1:step=8:phase=pp_exchange:action=kill"],
+            1, extra)
+    if r.baselines[(ranks, "gpt-3d-hot-cyclic.yaml")] != r.baselines[(ranks, hot)]:
+        r.results.append(("block and cyclic placement end with the same checksum", False, {}))
+        print("FAIL block and cyclic placement end with different checksums", flush=True)
 
 
 def ci(r):
