@@ -2,6 +2,7 @@
 """The GPT example (examples/gpt) at dp 2 x tp 2 x pp 2: protection overhead and recovery latency.
 
   gpt_bench.py --build BUILD [--pairs 3] [--steps 100] [--trials 3] [--json OUT]
+               [--d-model 32 --layers 2 --seq 16]   (--trials 0: overhead only)
 
 Overhead: `pairs` x (protection off, on) runs, alternating so that machine noise hits both
 alike; the median step time of each (role 0's job_stats) and their ratio.
@@ -23,8 +24,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
-MODEL = ("trainer: {model: {vocab: 64, seq: 16, d_model: 32, heads: 4, layers: 2, mlp: 128}, "
-         "micro_batches: 2, batch_per_micro: 2, lr: 0.003, log_every: 1000}\n")
+MODEL = ("trainer: {{model: {{vocab: 64, seq: {seq}, d_model: {d}, heads: 4, layers: {layers}, mlp: {mlp}}}, "
+         "micro_batches: 2, batch_per_micro: 2, lr: 0.003, log_every: 1000}}\n")
+SHAPE = {"d": 32, "seq": 16, "layers": 2, "mlp": 128}
 VICTIMS = {"tp peer, tp_exchange": "0,1,0:step=10:phase=tp_exchange",
            "pp peer, pp_exchange": "0,0,1:step=10:phase=pp_exchange",
            "dp peer, forward": "1,0,0:step=10:phase=forward"}
@@ -32,7 +34,7 @@ VICTIMS = {"tp peer, tp_exchange": "0,1,0:step=10:phase=tp_exchange",
 
 def config(name, steps, protected=True, hot=0):
     return (f"job: {{name: {name}-{os.getpid()}, nodes: 4, ranks_per_node: 2, dp: 2, tp: 2, pp: 2, "
-            f"hot_spares: {hot}, steps: {steps}, seed: 9}}\n" + MODEL +
+            f"hot_spares: {hot}, steps: {steps}, seed: 9}}\n" + MODEL.format(**SHAPE) +
             f"protection: {{enabled: {str(protected).lower()}, replicas: 1}}\n"
             "recovery: {phase_deadline_ms: 60000}\n")
 
@@ -98,8 +100,14 @@ def main():
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--d-model", type=int, default=32)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=16)
     a = ap.parse_args()
-    out = {"overhead": overhead(a.build, a.pairs, a.steps), "recovery_ms": recovery(a.build, a.trials)}
+    SHAPE.update(d=a.d_model, seq=a.seq, layers=a.layers, mlp=4 * a.d_model)
+    print(f"model: d_model {a.d_model}, layers {a.layers}, seq {a.seq}, mlp {4 * a.d_model}, vocab 64, 4 heads")
+    out = {"model": dict(SHAPE), "overhead": overhead(a.build, a.pairs, a.steps),
+           "recovery_ms": recovery(a.build, a.trials) if a.trials > 0 else {}}
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
