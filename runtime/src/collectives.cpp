@@ -33,7 +33,9 @@ void require_host(const Runtime::Impl& im, const void* data, const char* what) {
 
 void Step::reduce_scatter(std::span<const float> grads, std::span<float> shard, Reduce how) {
     auto& im = *rt_->impl_;
-    if (how == Reduce::mean) require_host(im, grads.data(), "reduce_scatter(Reduce::mean)");
+    if (how == Reduce::mean && im.is_device_pointer(grads.data()))
+        throw Error("reduce_scatter: Reduce::mean takes host memory; these gradients are in device memory "
+                    "(use Reduce::sum and divide by dp_size() in the optimizer)");
     reduce_scatter(grads, shard);
     if (how == Reduce::mean && !im.abandoned) divide(shard, im.shape.dp);
 }
