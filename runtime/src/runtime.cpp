@@ -410,6 +410,8 @@ ft::wire::Phase wire_phase(Phase p) {
         case Phase::optimizer: return ft::wire::Phase::optimizer;
         case Phase::replication: return ft::wire::Phase::compute;
         case Phase::recovery: return ft::wire::Phase::recovery;
+        case Phase::tp_exchange: return ft::wire::Phase::compute;  // inside forward/backward
+        case Phase::pp_exchange: return ft::wire::Phase::compute;
     }
     return ft::wire::Phase::idle;
 }

@@ -87,3 +87,29 @@ TEST_CASE("predecessors invert successors; every role is held k times, never on 
         }
     }
 }
+
+TEST_CASE("dp 2 x tp 2 x pp 2 on 4 nodes (the GPT fault matrix): each role's replica is its (tp, pp) DP peer, off-node") {
+    const Shape s{2, 2, 2};
+    const std::vector<int> process_nodes{0, 0, 1, 1, 2, 2, 3, 3};
+    for (Placement placement : {Placement::block, Placement::cyclic}) {
+        const auto role_of = assign_roles(s, process_nodes, placement);
+        std::vector<int> node_of_role(8);
+        for (int p = 0; p < 8; ++p) node_of_role[static_cast<size_t>(role_of[static_cast<size_t>(p)])] = process_nodes[static_cast<size_t>(p)];
+        for (int r = 0; r < s.size(); ++r) {
+            const auto succ = ring_successors(s, r, 1, node_of_role, true);
+            REQUIRE(succ.size() == 1);
+            const Coord me = coord_of(s, r), peer = coord_of(s, succ[0]);
+            CHECK(peer.tp == me.tp);
+            CHECK(peer.pp == me.pp);
+            CHECK(peer.dp != me.dp);
+            CHECK(node_of_role[static_cast<size_t>(succ[0])] != node_of_role[static_cast<size_t>(r)]);
+            CHECK(ring_predecessors(s, succ[0], 1, node_of_role, true) == std::vector<int>{r});
+        }
+    }
+    // Block keeps each TP pair on one node (its TP sums stay on-node); cyclic spreads them.
+    const auto block = assign_roles(s, process_nodes, Placement::block);
+    for (int p = 0; p < 8; p += 2) {
+        CHECK(coord_of(s, block[static_cast<size_t>(p)]).dp == coord_of(s, block[static_cast<size_t>(p + 1)]).dp);
+        CHECK(coord_of(s, block[static_cast<size_t>(p)]).pp == coord_of(s, block[static_cast<size_t>(p + 1)]).pp);
+    }
+}

@@ -10,6 +10,11 @@
 //       step.allgather(params);
 //   }
 //
+// Tensor- and pipeline-parallel trainers exchange through the step too (examples/gpt):
+//       step.tp_allreduce(partial);                   // Megatron's sums, fixed tp order
+//       step.pp_send(activations, stage + 1);         // GPipe's exchanges between stages
+//       step.reduce_scatter(grads, flashrec::Reduce::mean);  // ZeRO-1 in place: my part of the mean
+//
 // Failures are handled inside the loop: when a peer dies, the current step is abandoned
 // (collectives return, update() does not run), the loop repairs the job, restores every
 // protected buffer to the last step that is complete everywhere, and continues from the
@@ -71,7 +76,12 @@ template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
 
 // Where a step is, for the controller's hang detection and for fault injection.
-enum class Phase { forward, allreduce, sync, optimizer, replication, recovery };
+// tp_exchange / pp_exchange: inside a Step's tensor- / pipeline-parallel exchange.
+enum class Phase { forward, allreduce, sync, optimizer, replication, recovery, tp_exchange, pp_exchange };
+
+// What a reducing step collective leaves: the sum, or the sum divided by the group's size
+// (one float division per element, after the fixed-order sum).
+enum class Reduce { sum, mean };
 
 class Runtime;
 
@@ -95,6 +105,33 @@ public:
     void allgather(std::span<float> full);
     // reduce_scatter + allgather: the full gradient sum, on every DP peer, in fixed order.
     void allreduce(std::span<float> data);
+    // The same with Reduce::mean: the sum divided by dp_size(). Host memory only for mean (a
+    // device buffer with Reduce::mean is an Error; Reduce::sum goes through NCCL as above).
+    void reduce_scatter(std::span<const float> grads, std::span<float> shard, Reduce how);
+    void allreduce(std::span<float> data, Reduce how);
+    // In place: this role's part of the DP sum (or mean) lands in grads[shard_range(n)], the
+    // rest of `grads` is left as it was. No shard buffer, no copy loop (ZeRO-1).
+    void reduce_scatter(std::span<float> grads, Reduce how = Reduce::sum);
+
+    // Tensor- and pipeline-parallel collectives of this role's TP / PP group, with the DP
+    // ones' failure semantics: a failed or revoked peer abandons the step (they return at
+    // once from then on, their outputs unspecified). Host memory only (device memory is an
+    // Error). Fixed order, so every peer gets the same bits wherever its roles run:
+    // Sums `data` over the TP group in tp order; every TP peer ends with the same bits.
+    void tp_allreduce(std::span<float> data);
+    // Concatenates every TP peer's `part` (all the same size) in tp order into `full`.
+    void tp_allgather(std::span<const float> part, std::span<float> full);
+    // Sends `data` to / receives `data` from pipeline stage `stage` of this role's PP group
+    // (the same dp and tp). Blocking; messages between two stages arrive in the order sent.
+    void pp_send(std::span<const float> data, int stage);
+    void pp_recv(std::span<float> data, int stage);
+
+    // Abandons this step on purpose, e.g. when the trainer's own MPI call on tp_comm() or
+    // pp_comm() returned an error: every peer is woken (communicators revoked), the step's
+    // remaining collectives return at once, update() is skipped, and the loop repairs the
+    // job and restores the newest version complete everywhere, as after a failure. `why`
+    // goes to the log. Does nothing if the step is already abandoned.
+    void abandon(const std::string& why);
 
     // Runs `mutate` (the optimizer) after the one synchronization point: the previous step's
     // snapshot is committed everywhere it is needed. Does nothing if the step was abandoned.

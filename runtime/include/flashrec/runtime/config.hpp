@@ -69,12 +69,13 @@ struct Logging {
     bool progress = true;
 };
 
-enum class Phase { forward, allreduce, sync, optimizer, replication, recovery };
+// The same values as flashrec::Phase (the runtime casts between them).
+enum class Phase { forward, allreduce, sync, optimizer, replication, recovery, tp_exchange, pp_exchange };
 enum class Action { kill, exit, stop };
 
 // One injected fault, from `faults:` in train.yaml or a --fault option (docs/config.md):
 //   role=<dp>[,<tp>,<pp>]|role=spare:<i> :step=<N> [:phase=<forward|allreduce|sync|optimizer|
-//   replication|recovery>] [:action=<kill|exit[=<code>]|stop>]
+//   replication|recovery|tp_exchange|pp_exchange>] [:action=<kill|exit[=<code>]|stop>]
 // Parts are separated by ':' and may come in any order; phase defaults to forward, action to kill.
 struct Fault {
     bool spare = false;               // target hot spare number `spare_index` instead of a role

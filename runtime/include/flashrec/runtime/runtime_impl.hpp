@@ -138,6 +138,7 @@ struct Runtime::Impl {
     ft::StepProgress progress;   // read by the heartbeat thread
     std::unique_ptr<ft::HeartbeatClient> heartbeat;  // only under flashrec-launch
     std::vector<float> scratch;  // reduce_scatter receive area, reused across steps
+    std::vector<float> tp_scratch;  // tp_allreduce: every TP peer's contribution (collectives.cpp)
 
     Role role() const;
     topology::Coord coord() const { return topology::coord_of(shape, role_index); }
