@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -13,6 +15,29 @@ namespace flashrec::ft {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double thread_cpu_seconds() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void accumulate(SnapshotTiming& total, const SnapshotTiming& t) {
+    total.seconds += t.seconds;
+    total.copied_bytes += t.copied_bytes;
+    total.sent_bytes += t.sent_bytes;
+    total.received_bytes += t.received_bytes;
+    total.cpu_seconds += t.cpu_seconds;
+    total.copy_seconds += t.copy_seconds;
+    total.replication_seconds += t.replication_seconds;
+    total.sender_touched_bytes += t.sender_touched_bytes;
+    total.holder_touched_bytes += t.holder_touched_bytes;
+    total.hashed_in_cache_bytes += t.hashed_in_cache_bytes;
+}
 
 SnapshotLayout layout_of(const std::vector<ProtectedRegion>& regions, bool payload_only) {
     SnapshotLayout layout;
@@ -135,7 +160,9 @@ void Protection::worker() {
 
 void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     const auto start = Clock::now();
+    const double cpu_start = thread_cpu_seconds();
     SnapshotTiming timing;
+    Clock::time_point first_send{};
     const std::size_t chunk = setup_.chunk_bytes;
     Transfers transfers(comm_);
 
@@ -153,6 +180,8 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
             for (std::size_t off = 0; off < size; off += chunk)
                 transfers.receive(landing_[p].data() + base + off, std::min(chunk, size - off), pred.rank,
                                   static_cast<int>(b));
+            timing.received_bytes += size;
+            timing.holder_touched_bytes += size;  // MPI writes the landing buffer
             base += size;
         }
     }
@@ -174,16 +203,23 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
             const SaveChunk& c = chunks[i];
             own_.note_written(c.region, c.offset, c.bytes);
             timing.copied_bytes += c.bytes;
+            timing.sender_touched_bytes += 2 * c.bytes;  // the copy reads live, writes the slot
+            if (c.bytes <= kCacheResidentBytes) timing.hashed_in_cache_bytes += c.bytes;
+            else timing.sender_touched_bytes += c.bytes;  // the hash reads the chunk back
             if (payload_tag[c.region] < 0) return;
             for (const auto& succ : setup_.successors) {
+                if (timing.sent_bytes == 0) first_send = Clock::now();
                 transfers.send(c.dst, c.bytes, succ.rank, payload_tag[c.region]);
                 timing.sent_bytes += c.bytes;
+                timing.sender_touched_bytes += c.bytes;  // MPI reads the slot
             }
         },
         &aborted_);
+    timing.copy_seconds = seconds_since(start);
     if (setup_.during_replication) setup_.during_replication(step);
 
     transfers.wait("replication", &aborted_);
+    if (timing.sent_bytes > 0) timing.replication_seconds = seconds_since(first_send);
     for (std::size_t p = 0; p < setup_.predecessors.size(); ++p) {
         SnapshotStore& store = held_.at(setup_.predecessors[p].role_key);
         WriteView view = store.begin_write(step, epoch);
@@ -191,12 +227,17 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
         for (const auto& buffer : view.buffers) {
             std::memcpy(buffer.bytes.data(), landing_[p].data() + base, buffer.bytes.size());
             base += buffer.bytes.size();
+            // The landing copy reads and writes; commit() hashes the slot again.
+            timing.holder_touched_bytes += 3 * buffer.bytes.size();
         }
         store.commit();
     }
     own_.commit();
-    timing.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    timing.seconds = seconds_since(start);
+    timing.cpu_seconds = thread_cpu_seconds() - cpu_start;
     last_ = timing;
+    accumulate(total_, timing);
+    ++count_;
 }
 
 }  // namespace flashrec::ft

@@ -550,7 +550,8 @@ runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
     return {shape, role_index, key, store_prefix() + key, epoch};
 }
 
-void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot) {
+void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
+                                   const ft::SnapshotTiming& totals, std::size_t snapshots) {
     auto median = [](std::vector<double> v) {
         if (v.empty()) return 0.0;
         std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
@@ -558,6 +559,13 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     };
     double waited = 0;
     for (double w : stats.exposed_wait_ms) waited += w;
+    const auto per = [&](double sum) { return snapshots ? sum / static_cast<double>(snapshots) : 0.0; };
+    const auto rate = [](std::size_t bytes, double seconds) {
+        return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
+    };
+    const auto ratio = [](std::size_t a, std::size_t b) {
+        return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
     std::size_t state = 0;
     for (const auto& b : buffers) state += b.bytes;
     const nlohmann::json record = {
@@ -572,7 +580,16 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
         {"shm_bytes", shm_bytes},
         {"snapshot_ms", snapshot.seconds * 1e3},
         {"snapshot_copied_bytes", snapshot.copied_bytes},
-        {"snapshot_sent_bytes", snapshot.sent_bytes}};
+        {"snapshot_sent_bytes", snapshot.sent_bytes},
+        // Over every snapshot of this run (the sums in SnapshotTiming's terms).
+        {"snapshots", snapshots},
+        {"snapshot_mean_ms", per(totals.seconds * 1e3)},
+        {"snapshot_cpu_ms", per(totals.cpu_seconds * 1e3)},
+        {"snapshot_copy_GBps", rate(totals.copied_bytes, totals.copy_seconds)},
+        {"replication_GBps", rate(totals.sent_bytes, totals.replication_seconds)},
+        {"sender_touched_per_byte", ratio(totals.sender_touched_bytes, totals.copied_bytes)},
+        {"holder_touched_per_byte", ratio(totals.holder_touched_bytes, totals.received_bytes)},
+        {"hashed_in_cache_per_byte", ratio(totals.hashed_in_cache_bytes, totals.copied_bytes)}};
     std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
     send_event(record);
 }
@@ -595,8 +612,10 @@ void Runtime::Impl::finish_loop() {
     });
     const std::size_t shm_bytes = protection ? protection->host_bytes() : 0;
     const auto snapshot = protection ? protection->last_snapshot() : ft::SnapshotTiming{};
+    const auto totals = protection ? protection->total_snapshots() : ft::SnapshotTiming{};
+    const std::size_t snapshots = protection ? protection->snapshot_count() : 0;
     protection.reset();
-    if (!abandoned && role_index == 0) emit_job_stats(shm_bytes, snapshot);
+    if (!abandoned && role_index == 0) emit_job_stats(shm_bytes, snapshot, totals, snapshots);
     if (!abandoned && role_index == 0) {
         try {
             spares::release(universe, spare_ranks);

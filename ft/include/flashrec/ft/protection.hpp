@@ -40,12 +40,27 @@ struct RingPeer {
     SnapshotLayout payload;      // a predecessor's payload layout (for successors: unused)
 };
 
-// How long the last snapshot took on the background thread, and what it moved.
+// How long the last snapshot took on the background thread, and what it moved. The *_touched
+// counters count every pass of the pipeline over a byte in memory (a read or a write), counted
+// where the pass happens, not estimated: a copy is a read and a write, a hash of bytes not
+// just written is a read, an MPI send reads, an MPI receive writes. A hash of at most
+// kCacheResidentBytes done right after the same thread wrote them reads them from cache and is
+// counted in hashed_in_cache_bytes instead.
 struct SnapshotTiming {
     double seconds = 0;
     std::size_t copied_bytes = 0;  // live state -> own snapshot
     std::size_t sent_bytes = 0;    // payload to ring successors (all of them)
+    std::size_t received_bytes = 0;  // predecessors' payloads held here
+    double cpu_seconds = 0;          // CPU time of the protection thread (CLOCK_THREAD_CPUTIME_ID)
+    double copy_seconds = 0;         // wall time of the copy+hash of the own state
+    double replication_seconds = 0;  // first send posted -> every transfer complete
+    std::size_t sender_touched_bytes = 0;  // memory passes over the own state and its sends
+    std::size_t holder_touched_bytes = 0;  // memory passes over held payloads
+    std::size_t hashed_in_cache_bytes = 0;
 };
+
+// A hash of bytes this thread has just written, at most this many, reads them from cache.
+inline constexpr std::size_t kCacheResidentBytes = 256 << 10;
 
 struct ProtectionSetup {
     std::string job;
@@ -92,6 +107,9 @@ public:
     const ProtectionSetup& setup() const { return setup_; }
     // Timing of the last committed snapshot (call after wait()).
     SnapshotTiming last_snapshot() const { return last_; }
+    // Sums over every snapshot committed so far, and their count (call after wait()).
+    SnapshotTiming total_snapshots() const { return total_; }
+    std::size_t snapshot_count() const { return count_; }
 
 private:
     void worker();
@@ -111,6 +129,8 @@ private:
     std::exception_ptr failure_;
     std::atomic<bool> aborted_{false};  // no commit may follow an abort
     SnapshotTiming last_;               // written by the worker before it signals completion
+    SnapshotTiming total_;
+    std::size_t count_ = 0;
     std::thread thread_;
 };
 

@@ -103,7 +103,8 @@ struct Runtime::Impl {
         std::vector<double> exposed_wait_ms;  // sync-point wait for the previous snapshot, per step
         std::chrono::steady_clock::time_point step_start;
     } stats;
-    void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot);
+    void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
+                        const ft::SnapshotTiming& totals, std::size_t snapshots);
 
     std::vector<ProtectedBuffer> buffers;
     runtime::FaultInjector faults;
