@@ -7,6 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <string_view>
+#include <utility>
+
+#include <mpi-ext.h>
 
 #include "flashrec/errors.hpp"
 
@@ -65,11 +70,6 @@ Protection::Protection(ProtectionSetup setup, Comm replication)
         std::vector<LiveRegion> live;
         for (const auto& r : setup_.regions) live.push_back({r.data, r.bytes});
         setup_.copier = std::make_shared<HostRegionCopier>(std::move(live));
-    }
-    for (const auto& p : setup_.predecessors) {
-        std::size_t bytes = 0;
-        for (const auto& b : p.payload) bytes += b.bytes;
-        landing_.emplace_back(bytes);
     }
     for (const auto& p : setup_.predecessors)
         held_.emplace(p.role_key,
@@ -158,6 +158,38 @@ void Protection::worker() {
     }
 }
 
+namespace {
+
+// The own state's copy pieces: every region in messages of `message_bytes` (what one MPI
+// send carries, and what the successor posts one receive for), each message in pieces of at
+// most `piece_bytes`, copied and hashed in one pass while the piece is in cache.
+struct Piece {
+    SaveChunk chunk;
+    bool ends_message = false;
+    std::size_t message_offset = 0;  // where its message starts in the region
+};
+
+std::vector<Piece> plan_pieces(const RegionCopier& copier, std::span<const std::span<std::byte>> dst,
+                               std::size_t message_bytes, std::size_t piece_bytes) {
+    std::vector<Piece> pieces;
+    for (std::size_t r = 0; r < dst.size(); ++r) {
+        const std::size_t bytes = copier.region(r).bytes;
+        if (dst[r].size() != bytes)
+            throw Error("protection: staging buffer of region " + std::to_string(r) + " has " +
+                        std::to_string(dst[r].size()) + " bytes, the region " + std::to_string(bytes));
+        for (std::size_t m = 0; m < bytes; m += message_bytes) {
+            const std::size_t end = std::min(bytes, m + message_bytes);
+            for (std::size_t off = m; off < end; off += piece_bytes) {
+                const std::size_t n = std::min(piece_bytes, end - off);
+                pieces.push_back({{r, off, n, dst[r].data() + off}, off + n == end, m});
+            }
+        }
+    }
+    return pieces;
+}
+
+}  // namespace
+
 void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     const auto start = Clock::now();
     const double cpu_start = thread_cpu_seconds();
@@ -166,28 +198,78 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     const std::size_t chunk = setup_.chunk_bytes;
     Transfers transfers(comm_);
 
-    // Predecessors' payloads arrive in this object's private landing buffers, and are copied
-    // into the staging slots of their peer stores once complete. Not straight into shared
-    // memory: after a revoke, Open MPI kept writing the fragments of a message it had already
-    // matched into the receive buffer (seen here), so a receive buffer must outlive the
-    // request and must not be a slot that a later snapshot commits. Buffers are matched by tag
-    // (their index in the payload); chunks of one buffer arrive in order on one tag.
+    // Predecessors' payloads are received straight into the staging slot of the peer store that
+    // keeps them: the ping-pong slot is the landing buffer. The slot is committed only after
+    // every byte arrived with its exact size and was hashed, so an abort mid-receive leaves the
+    // other slot's committed version intact.
+    //
+    // After an abort, Open MPI may still write the fragments of a message it had matched before
+    // the revoke into that message's buffer (seen here). For the first snapshots of a
+    // Protection made after an abort (setup.after_abort, while the runtime keeps the aborted
+    // one alive), payloads therefore land in a private buffer and are copied into the slot when
+    // complete, so that such a late write can never reach a slot this object commits.
+    const bool via_landing = setup_.after_abort && count_ < kLandingSnapshotsAfterAbort;
+    if (!via_landing) landing_.clear();
+    struct Incoming {
+        SnapshotStore* store;
+        std::size_t buffer, offset, bytes;
+    };
+    std::vector<Incoming> incoming;                   // by transfer index; store null for a send
+    std::vector<SnapshotStore*> held_stores;
     for (std::size_t p = 0; p < setup_.predecessors.size(); ++p) {
         const auto& pred = setup_.predecessors[p];
+        SnapshotStore& store = held_.at(pred.role_key);
+        held_stores.push_back(&store);
+        const WriteView view = store.begin_write(step, epoch);
+        if (via_landing && landing_.size() < setup_.predecessors.size()) {
+            std::size_t bytes = 0;
+            for (const auto& b : pred.payload) bytes += b.bytes;
+            landing_.emplace_back(bytes);
+        }
         std::size_t base = 0;
-        for (std::size_t b = 0; b < pred.payload.size(); ++b) {
-            const std::size_t size = pred.payload[b].bytes;
-            for (std::size_t off = 0; off < size; off += chunk)
-                transfers.receive(landing_[p].data() + base + off, std::min(chunk, size - off), pred.rank,
-                                  static_cast<int>(b));
+        for (std::size_t b = 0; b < view.buffers.size(); ++b) {
+            const std::size_t size = view.buffers[b].bytes.size();
+            std::byte* into = via_landing ? landing_[p].data() + base : view.buffers[b].bytes.data();
+            for (std::size_t off = 0; off < size; off += chunk) {
+                const std::size_t n = std::min(chunk, size - off);
+                transfers.receive(into + off, n, pred.rank, static_cast<int>(b));
+                incoming.push_back({&store, b, off, n});
+            }
             timing.received_bytes += size;
-            timing.holder_touched_bytes += size;  // MPI writes the landing buffer
+            timing.holder_touched_bytes += size;  // MPI writes it once
             base += size;
         }
     }
 
-    // Own snapshot: copied chunk by chunk (memcpy, or D2H on the copier's stream); each chunk is
-    // hashed and each payload chunk sent to the successors as soon as it has landed.
+    // A payload chunk is hashed as soon as it and every chunk before it in its buffer arrived
+    // (chunks of one buffer come in order on one tag, but complete in any order).
+    std::map<std::pair<SnapshotStore*, std::size_t>, std::size_t> next_hash;
+    std::map<std::pair<SnapshotStore*, std::size_t>, std::map<std::size_t, std::size_t>> ready;
+    const auto on_completed = [&](const std::vector<std::size_t>& done) {
+        for (const std::size_t t : done) {
+            if (t >= incoming.size() || incoming[t].store == nullptr) continue;  // a send
+            if (via_landing) continue;  // hashed at the copy below
+            const Incoming& in = incoming[t];
+            const auto key = std::make_pair(in.store, in.buffer);
+            ready[key][in.offset] = in.bytes;
+            auto& cursor = next_hash[key];
+            auto& waiting = ready[key];
+            for (auto it = waiting.find(cursor); it != waiting.end(); it = waiting.find(cursor)) {
+                in.store->note_written(in.buffer, it->first, it->second);
+                // Hashed right after this thread's MPI progress wrote it: from cache if small.
+                if (it->second <= kCacheResidentBytes) timing.hashed_in_cache_bytes += it->second;
+                else timing.holder_touched_bytes += it->second;
+                cursor += it->second;
+                waiting.erase(it);
+            }
+        }
+    };
+    const auto progress = [&] { on_completed(transfers.test_some("replication", &aborted_)); };
+
+    // Own snapshot: one pass per piece that copies it (memcpy, or D2H on the copier's stream)
+    // and hashes it while it is in cache; a payload message is sent from the staging slot as
+    // soon as its last piece landed, and MPI is progressed after every piece so that sends and
+    // receives move while the copy runs, not after it.
     WriteView own = own_.begin_write(step, epoch);
     std::vector<std::span<std::byte>> destinations;
     std::vector<int> payload_tag;  // per region: its index in the payload, -1 if not sent
@@ -196,39 +278,72 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
         destinations.push_back(own.buffers[b].bytes);
         payload_tag.push_back(setup_.regions[b].replicate ? next_tag++ : -1);
     }
-    const auto chunks = plan_save(*setup_.copier, destinations, chunk);
+    // Host state: pieces small enough to stay in cache between copy and hash. A device copier's
+    // D2H lands by DMA (not in this core's cache): pieces of a message, one event each.
+    const bool host_copier = std::string_view(setup_.copier->kind()) == "host";
+    const std::size_t piece = host_copier ? std::min(chunk, kCacheResidentBytes) : chunk;
+    const auto pieces = plan_pieces(*setup_.copier, destinations, chunk, piece);
+    std::vector<SaveChunk> chunks;
+    chunks.reserve(pieces.size());
+    for (const Piece& p : pieces) chunks.push_back(p.chunk);
     setup_.copier->save(
         chunks,
         [&](std::size_t i) {
-            const SaveChunk& c = chunks[i];
+            const Piece& p = pieces[i];
+            const SaveChunk& c = p.chunk;
             own_.note_written(c.region, c.offset, c.bytes);
             timing.copied_bytes += c.bytes;
             timing.sender_touched_bytes += 2 * c.bytes;  // the copy reads live, writes the slot
-            if (c.bytes <= kCacheResidentBytes) timing.hashed_in_cache_bytes += c.bytes;
-            else timing.sender_touched_bytes += c.bytes;  // the hash reads the chunk back
-            if (payload_tag[c.region] < 0) return;
-            for (const auto& succ : setup_.successors) {
-                if (timing.sent_bytes == 0) first_send = Clock::now();
-                transfers.send(c.dst, c.bytes, succ.rank, payload_tag[c.region]);
-                timing.sent_bytes += c.bytes;
-                timing.sender_touched_bytes += c.bytes;  // MPI reads the slot
+            if (host_copier && c.bytes <= kCacheResidentBytes) timing.hashed_in_cache_bytes += c.bytes;
+            else timing.sender_touched_bytes += c.bytes;  // the hash reads it back from memory
+            if (payload_tag[c.region] >= 0 && p.ends_message) {
+                std::byte* message = destinations[c.region].data() + p.message_offset;
+                const std::size_t bytes = c.offset + c.bytes - p.message_offset;
+                for (const auto& succ : setup_.successors) {
+                    if (timing.sent_bytes == 0) first_send = Clock::now();
+                    transfers.send(message, bytes, succ.rank, payload_tag[c.region]);
+                    incoming.push_back({nullptr, 0, 0, 0});
+                    timing.sent_bytes += bytes;
+                    timing.sender_touched_bytes += bytes;  // MPI reads the slot
+                }
             }
+            if (!transfers.done()) progress();
         },
         &aborted_);
     timing.copy_seconds = seconds_since(start);
     if (setup_.during_replication) setup_.during_replication(step);
 
-    transfers.wait("replication", &aborted_);
+    // The rest of the transfers: test, hash what arrived, sleep a little longer each time
+    // nothing did (Backoff): this thread never spins a core the step could use.
+    Backoff backoff;
+    while (!transfers.done()) {
+        const auto done = transfers.test_some("replication", &aborted_);
+        if (done.empty()) {
+            backoff.sleep();
+            continue;
+        }
+        backoff.reset();
+        on_completed(done);
+    }
     if (timing.sent_bytes > 0) timing.replication_seconds = seconds_since(first_send);
-    for (std::size_t p = 0; p < setup_.predecessors.size(); ++p) {
-        SnapshotStore& store = held_.at(setup_.predecessors[p].role_key);
-        WriteView view = store.begin_write(step, epoch);
-        std::size_t base = 0;
-        for (const auto& buffer : view.buffers) {
-            std::memcpy(buffer.bytes.data(), landing_[p].data() + base, buffer.bytes.size());
-            base += buffer.bytes.size();
-            // The landing copy reads and writes; commit() hashes the slot again.
-            timing.holder_touched_bytes += 3 * buffer.bytes.size();
+    if (aborted_) throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, "replication", comm_.name(),
+                                    world_rank(), "cancelled by a failure elsewhere");
+    for (std::size_t p = 0; p < held_stores.size(); ++p) {
+        SnapshotStore& store = *held_stores[p];
+        if (via_landing) {
+            const WriteView view = store.begin_write(step, epoch);
+            std::size_t base = 0;
+            for (std::size_t b = 0; b < view.buffers.size(); ++b) {
+                const auto& buffer = view.buffers[b];
+                for (std::size_t off = 0; off < buffer.bytes.size(); off += piece) {
+                    const std::size_t n = std::min(piece, buffer.bytes.size() - off);
+                    std::memcpy(buffer.bytes.data() + off, landing_[p].data() + base + off, n);
+                    store.note_written(b, off, n);
+                }
+                base += buffer.bytes.size();
+                timing.holder_touched_bytes += 2 * buffer.bytes.size();  // landing -> slot
+                timing.hashed_in_cache_bytes += buffer.bytes.size();
+            }
         }
         store.commit();
     }

@@ -522,19 +522,16 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                                       deserialize(payloads[static_cast<size_t>(r)])});
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
     setup.copier = std::move(device_copier);  // null: Protection copies host buffers with memcpy
+    setup.after_abort = !retired.empty();  // its matched receives may still write
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
         const std::size_t own = protection->own().bytes(), total = protection->host_bytes();
-        std::size_t payload = 0;
-        for (const auto& p : protection->setup().predecessors)
-            for (const auto& b : p.payload) payload += b.bytes;
         char line[256];
         std::snprintf(line, sizeof line,
                       "protection: %.3f MiB of host memory for role 0 = 2 x %.3f MiB own snapshot + "
-                      "2 x %.3f MiB replicas of %zu predecessor(s) (k=%d) in /dev/shm + %.3f MiB "
-                      "landing buffer",
-                      mib(total), mib(own / 2), mib((total - own - payload) / 2),
-                      protection->setup().predecessors.size(), k, mib(payload));
+                      "2 x %.3f MiB replicas of %zu predecessor(s) (k=%d) in /dev/shm",
+                      mib(total), mib(own / 2), mib((total - own) / 2),
+                      protection->setup().predecessors.size(), k);
         log(line);
     }
     // A snapshot of device state waits (on the GPU) for the work enqueued so far.

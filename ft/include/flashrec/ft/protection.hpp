@@ -75,7 +75,15 @@ struct ProtectionSetup {
     // Moves bytes between the live regions and host memory: memcpy when empty (host state),
     // gpu::DeviceSnapshotCopier for state on a GPU (cudaMemcpyAsync into pinned shm).
     std::shared_ptr<RegionCopier> copier;
+    // An earlier Protection of this process was aborted and is still kept alive: its matched
+    // receives may still write. The first kLandingSnapshotsAfterAbort snapshots receive into
+    // private landing buffers instead of the held slots (see Protection::snapshot).
+    bool after_abort = false;
 };
+
+// How many snapshots after an abort receive through landing buffers: the runtime drops the
+// aborted Protection after this many clean steps (Runtime's retired list).
+inline constexpr std::size_t kLandingSnapshotsAfterAbort = 3;
 
 class Protection {
 public:
@@ -102,7 +110,7 @@ public:
     // The peer copy of `owner_key` held here, or nullptr.
     const SnapshotStore* held(const std::string& owner_key) const;
     // Host memory this process holds for snapshots: 2x own + 2x each held payload in
-    // /dev/shm, plus one private landing buffer per held payload.
+    // /dev/shm, plus the private landing buffers while they exist (only after an abort).
     std::size_t host_bytes() const;
     const ProtectionSetup& setup() const { return setup_; }
     // Timing of the last committed snapshot (call after wait()).
@@ -119,7 +127,7 @@ private:
     Comm comm_;
     SnapshotStore own_;
     std::map<std::string, SnapshotStore> held_;  // by owner role key
-    std::vector<std::vector<std::byte>> landing_;  // per predecessor: where its payload arrives
+    std::vector<std::vector<std::byte>> landing_;  // per predecessor, only after an abort
 
     std::mutex mutex_;
     std::condition_variable cv_;
