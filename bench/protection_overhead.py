@@ -38,14 +38,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
 
 
-def config_text(ranks, state_mib, steps, protected, device_ms):
+def config_text(ranks, state_mib, steps, protected, device_ms, extra_protection=""):
     nodes = max(1, ranks // 2)
     # Compute per step is fixed (model x batch); the state is dominated by the "ema" buffer.
     return f"""job: {{name: bench-prot-{ranks}-{state_mib}-{device_ms}-{int(protected)}-{os.getpid()}, nodes: {nodes}, ranks_per_node: {ranks // nodes},
        dp: {ranks}, steps: {steps}, seed: 3}}
 trainer: {{model: {{input: 256, hidden: 512, output: 16}}, batch_per_rank: 64, lr: 0.001,
           log_every: 1000, extra_sharded_mib: {state_mib}, device_ms: {device_ms}}}
-protection: {{enabled: {str(protected).lower()}, replicas: 1}}
+protection: {{enabled: {str(protected).lower()}, replicas: 1{extra_protection}}}
 """
 
 
@@ -80,11 +80,18 @@ def main():
     ap.add_argument("--state-mib", type=int, nargs="+", default=[8, 256])
     ap.add_argument("--device-ms", type=int, nargs="+", default=[0],
                     help="step kinds: 0 = CPU-bound, N = device-like (waits N ms off-core)")
+    ap.add_argument("--chunk-bytes", help="protection.chunk_bytes (e.g. 256KiB); default: the config's")
+    ap.add_argument("--thread-nice", type=int, help="protection.thread_nice; default: the config's")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json")
     a = ap.parse_args()
+    extra = ""
+    if a.chunk_bytes:
+        extra += f", chunk_bytes: {a.chunk_bytes}"
+    if a.thread_nice is not None:
+        extra += f", thread_nice: {a.thread_nice}"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in a.ranks:
@@ -95,7 +102,7 @@ def main():
                     for protected in (False, True):
                         paths[protected] = os.path.join(tmp, f"p{ranks}-{mib}-{device_ms}-{int(protected)}.yaml")
                         with open(paths[protected], "w") as f:
-                            f.write(config_text(ranks, mib, a.steps, protected, device_ms))
+                            f.write(config_text(ranks, mib, a.steps, protected, device_ms, extra))
                     runs = {False: [], True: []}
                     for _ in range(a.pairs):
                         for protected in (False, True):

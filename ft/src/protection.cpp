@@ -2,7 +2,9 @@
 
 #include <mpi.h>
 
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -132,6 +134,10 @@ void Protection::abort() noexcept {
 }
 
 void Protection::worker() {
+    // Linux nice values are per thread: this lowers only the protection thread. Best effort:
+    // a container that forbids it leaves the thread at the trainer's priority.
+    if (setup_.thread_nice > 0)
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), setup_.thread_nice);
     for (;;) {
         std::int64_t step = 0, epoch = 0;
         {
@@ -264,12 +270,18 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
             }
         }
     };
-    const auto progress = [&] { on_completed(transfers.test_some("replication", &aborted_)); };
+    double progress_seconds = 0;  // inside the copy loop: not part of the copy's own time
+    const auto progress = [&] {
+        const auto t = Clock::now();
+        on_completed(transfers.test_some("replication", &aborted_));
+        progress_seconds += seconds_since(t);
+    };
 
     // Own snapshot: one pass per piece that copies it (memcpy, or D2H on the copier's stream)
     // and hashes it while it is in cache; a payload message is sent from the staging slot as
     // soon as its last piece landed, and MPI is progressed after every piece so that sends and
     // receives move while the copy runs, not after it.
+    const auto copy_start = Clock::now();
     WriteView own = own_.begin_write(step, epoch);
     std::vector<std::span<std::byte>> destinations;
     std::vector<int> payload_tag;  // per region: its index in the payload, -1 if not sent
@@ -310,7 +322,7 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
             if (!transfers.done()) progress();
         },
         &aborted_);
-    timing.copy_seconds = seconds_since(start);
+    timing.copy_seconds = seconds_since(copy_start) - progress_seconds;
     if (setup_.during_replication) setup_.during_replication(step);
 
     // The rest of the transfers: test, hash what arrived, sleep a little longer each time

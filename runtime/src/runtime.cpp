@@ -523,6 +523,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
     setup.copier = std::move(device_copier);  // null: Protection copies host buffers with memcpy
     setup.after_abort = !retired.empty();  // its matched receives may still write
+    setup.thread_nice = cfg.protection.thread_nice;
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
         const std::size_t own = protection->own().bytes(), total = protection->host_bytes();

@@ -52,7 +52,8 @@ struct SnapshotTiming {
     std::size_t sent_bytes = 0;    // payload to ring successors (all of them)
     std::size_t received_bytes = 0;  // predecessors' payloads held here
     double cpu_seconds = 0;          // CPU time of the protection thread (CLOCK_THREAD_CPUTIME_ID)
-    double copy_seconds = 0;         // wall time of the copy+hash of the own state
+    double copy_seconds = 0;         // wall time of the copy+hash of the own state (without
+                                     // the MPI progress calls made between its pieces)
     double replication_seconds = 0;  // first send posted -> every transfer complete
     std::size_t sender_touched_bytes = 0;  // memory passes over the own state and its sends
     std::size_t holder_touched_bytes = 0;  // memory passes over held payloads
@@ -69,7 +70,7 @@ struct ProtectionSetup {
     std::vector<ProtectedRegion> regions;
     std::vector<RingPeer> successors;    // they keep my payload
     std::vector<RingPeer> predecessors;  // I keep theirs
-    std::size_t chunk_bytes = 4 << 20;
+    std::size_t chunk_bytes = 256 << 10;  // one replication message
     // Called by the background thread once its transfers are under way (fault injection).
     std::function<void(std::int64_t step)> during_replication;
     // Moves bytes between the live regions and host memory: memcpy when empty (host state),
@@ -79,6 +80,8 @@ struct ProtectionSetup {
     // receives may still write. The first kLandingSnapshotsAfterAbort snapshots receive into
     // private landing buffers instead of the held slots (see Protection::snapshot).
     bool after_abort = false;
+    // The protection thread's nice value (setpriority on the thread; 0: the trainer's).
+    int thread_nice = 0;
 };
 
 // How many snapshots after an abort receive through landing buffers: the runtime drops the

@@ -87,6 +87,7 @@ struct Runtime::Impl {
     struct Timeline {
         std::chrono::steady_clock::time_point start, last;
         std::int64_t noticed_unix_us = 0;  // wall clock: comparable with the fault injector's
+        std::int64_t in_loop_unix_us = 0;  // wall clock when "resumed" ended (back in the loop)
         std::vector<std::pair<std::string, double>> phases;  // name, ms
         bool debug = false;  // logging.level: debug prints every phase as it ends
         void begin();
