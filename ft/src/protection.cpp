@@ -62,23 +62,75 @@ SnapshotLayout full_layout(const std::vector<ProtectedRegion>& regions) {
     return layout_of(regions, false);
 }
 
+std::shared_ptr<SnapshotStore> StorePool::get(const std::string& job, const std::string& key,
+                                               const SnapshotLayout& layout) {
+    std::lock_guard lock(mutex_);
+    auto& store = stores_[key];
+    const auto same = [&](const SnapshotLayout& a) {
+        if (a.size() != layout.size()) return false;
+        for (std::size_t i = 0; i < a.size(); ++i)
+            if (a[i].name != layout[i].name || a[i].bytes != layout[i].bytes) return false;
+        return true;
+    };
+    if (!store || store->job() != job || !same(store->layout()))
+        store = std::make_shared<SnapshotStore>(job, key, layout);
+    return store;
+}
+
+std::shared_ptr<SnapshotStore> StorePool::find(const std::string& key) const {
+    std::lock_guard lock(mutex_);
+    const auto it = stores_.find(key);
+    return it == stores_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<SnapshotStore>> StorePool::keep_only(const std::vector<std::string>& keys) {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<SnapshotStore>> dropped;
+    for (auto it = stores_.begin(); it != stores_.end();) {
+        if (std::find(keys.begin(), keys.end(), it->first) != keys.end()) {
+            ++it;
+            continue;
+        }
+        dropped.push_back(std::move(it->second));
+        it = stores_.erase(it);
+    }
+    return dropped;
+}
+
 Protection::Protection(ProtectionSetup setup, Comm replication)
-    : setup_(std::move(setup)),
-      comm_(std::move(replication)),
-      own_(setup_.job, setup_.store_prefix + setup_.role_key, full_layout(setup_.regions)) {
+    : setup_(std::move(setup)), comm_(std::move(replication)) {
     if (setup_.chunk_bytes == 0 || setup_.chunk_bytes > (1u << 30))
         throw Error("protection.chunk_bytes must be between 1 byte and 1 GiB");
+    if (!setup_.pool) setup_.pool = std::make_shared<StorePool>();
     if (!setup_.copier) {
         std::vector<LiveRegion> live;
         for (const auto& r : setup_.regions) live.push_back({r.data, r.bytes});
         setup_.copier = std::make_shared<HostRegionCopier>(std::move(live));
     }
-    for (const auto& p : setup_.predecessors)
-        held_.emplace(p.role_key,
-                      SnapshotStore(setup_.job,
-                                    setup_.store_prefix + peer_role_key(p.role_key, setup_.role_key),
-                                    p.payload));
+    // Stores the pool keeps are taken now (a map lookup); new ones are made here, or by the
+    // protection thread before its first snapshot.
+    const std::string own_key = setup_.store_prefix + setup_.role_key;
+    if (!setup_.open_new_stores_in_background || setup_.pool->find(own_key))
+        own_ = setup_.pool->get(setup_.job, own_key, full_layout(setup_.regions));
+    for (const auto& p : setup_.predecessors) {
+        const std::string key = setup_.store_prefix + peer_role_key(p.role_key, setup_.role_key);
+        held_[p.role_key] = !setup_.open_new_stores_in_background || setup_.pool->find(key)
+                                ? setup_.pool->get(setup_.job, key, p.payload)
+                                : nullptr;
+    }
     thread_ = std::thread([this] { worker(); });
+}
+
+void Protection::open_stores() {
+    if (!own_)
+        own_ = setup_.pool->get(setup_.job, setup_.store_prefix + setup_.role_key,
+                                full_layout(setup_.regions));
+    for (const auto& p : setup_.predecessors) {
+        auto& store = held_[p.role_key];
+        if (!store)
+            store = setup_.pool->get(
+                setup_.job, setup_.store_prefix + peer_role_key(p.role_key, setup_.role_key), p.payload);
+    }
 }
 
 Protection::~Protection() {
@@ -95,21 +147,22 @@ Protection::~Protection() {
 
 const SnapshotStore* Protection::held(const std::string& owner_key) const {
     auto it = held_.find(owner_key);
-    return it == held_.end() ? nullptr : &it->second;
+    return it == held_.end() ? nullptr : it->second.get();
 }
 
 std::size_t Protection::host_bytes() const {
-    std::size_t total = own_.bytes();
-    for (const auto& [key, store] : held_) total += store.bytes();
+    std::size_t total = own_ ? own_->bytes() : 0;
+    for (const auto& [key, store] : held_) total += store ? store->bytes() : 0;
     for (const auto& buffer : landing_) total += buffer.size();
     return total;
 }
 
-void Protection::start_snapshot(std::int64_t step, std::int64_t epoch) {
+void Protection::start_snapshot(std::int64_t step, std::int64_t epoch, SnapshotScope scope) {
     std::lock_guard lock(mutex_);
     if (failure_) return;  // wait() reports it
     next_step_ = step;
     next_epoch_ = epoch;
+    next_scope_ = std::move(scope);
     pending_ = true;
     cv_.notify_all();
 }
@@ -140,15 +193,18 @@ void Protection::worker() {
         (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), setup_.thread_nice);
     for (;;) {
         std::int64_t step = 0, epoch = 0;
+        SnapshotScope scope;
         {
             std::unique_lock lock(mutex_);
             cv_.wait(lock, [&] { return stopping_ || (pending_ && !failure_); });
             if (stopping_) return;
             step = next_step_;
             epoch = next_epoch_;
+            scope = std::exchange(next_scope_, SnapshotScope{});
         }
         try {
-            snapshot(step, epoch);
+            open_stores();
+            snapshot(step, epoch, scope);
         } catch (...) {
             // Wake the peers' threads too; the main thread learns of it in wait().
             comm_.revoke();
@@ -196,7 +252,7 @@ std::vector<Piece> plan_pieces(const RegionCopier& copier, std::span<const std::
 
 }  // namespace
 
-void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
+void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotScope& scope) {
     const auto start = Clock::now();
     const double cpu_start = thread_cpu_seconds();
     SnapshotTiming timing;
@@ -216,21 +272,26 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
     // complete, so that such a late write can never reach a slot this object commits.
     const bool via_landing = setup_.after_abort && count_ < kLandingSnapshotsAfterAbort;
     if (!via_landing) landing_.clear();
+    else landing_.resize(setup_.predecessors.size());
     struct Incoming {
         SnapshotStore* store;
         std::size_t buffer, offset, bytes;
     };
     std::vector<Incoming> incoming;                   // by transfer index; store null for a send
     std::vector<SnapshotStore*> held_stores;
+    const auto wanted = [](const std::vector<bool>& which, std::size_t i) {
+        return which.empty() || (i < which.size() && which[i]);
+    };
     for (std::size_t p = 0; p < setup_.predecessors.size(); ++p) {
         const auto& pred = setup_.predecessors[p];
-        SnapshotStore& store = held_.at(pred.role_key);
-        held_stores.push_back(&store);
+        SnapshotStore& store = *held_.at(pred.role_key);
+        held_stores.push_back(wanted(scope.receive_from, p) ? &store : nullptr);
+        if (!held_stores.back()) continue;  // it holds `step` already
         const WriteView view = store.begin_write(step, epoch);
-        if (via_landing && landing_.size() < setup_.predecessors.size()) {
+        if (via_landing) {
             std::size_t bytes = 0;
-            for (const auto& b : pred.payload) bytes += b.bytes;
-            landing_.emplace_back(bytes);
+            for (const auto& b : view.buffers) bytes += b.bytes.size();
+            landing_[p].resize(bytes);
         }
         std::size_t base = 0;
         for (std::size_t b = 0; b < view.buffers.size(); ++b) {
@@ -277,23 +338,101 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
         progress_seconds += seconds_since(t);
     };
 
+    // The rest of the transfers: test, hash what arrived, sleep a little longer each time
+    // nothing did (Backoff): this thread never spins a core the step could use.
+    const auto drain = [&] {
+        if (setup_.during_replication) setup_.during_replication(step);
+        Backoff backoff;
+        while (!transfers.done()) {
+            const auto done = transfers.test_some("replication", &aborted_);
+            if (done.empty()) {
+                backoff.sleep();
+                continue;
+            }
+            backoff.reset();
+            on_completed(done);
+        }
+        if (timing.sent_bytes > 0) timing.replication_seconds = seconds_since(first_send);
+        if (aborted_)
+            throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, "replication", comm_.name(),
+                              world_rank(), "cancelled by a failure elsewhere");
+    };
+    const std::size_t piece_bytes = std::min(chunk, kCacheResidentBytes);
+    const auto commit_held = [&] {
+        for (std::size_t p = 0; p < held_stores.size(); ++p) {
+            if (held_stores[p] == nullptr) continue;
+            SnapshotStore& store = *held_stores[p];
+            if (via_landing) {
+                const WriteView view = store.begin_write(step, epoch);
+                std::size_t base = 0;
+                for (std::size_t b = 0; b < view.buffers.size(); ++b) {
+                    const auto& buffer = view.buffers[b];
+                    for (std::size_t off = 0; off < buffer.bytes.size(); off += piece_bytes) {
+                        const std::size_t n = std::min(piece_bytes, buffer.bytes.size() - off);
+                        std::memcpy(buffer.bytes.data() + off, landing_[p].data() + base + off, n);
+                        store.note_written(b, off, n);
+                    }
+                    base += buffer.bytes.size();
+                    timing.holder_touched_bytes += 2 * buffer.bytes.size();  // landing -> slot
+                    timing.hashed_in_cache_bytes += buffer.bytes.size();
+                }
+            }
+            store.commit();
+        }
+    };
+    const auto finish = [&] {
+        timing.seconds = seconds_since(start);
+        timing.cpu_seconds = thread_cpu_seconds() - cpu_start;
+        last_ = timing;
+        accumulate(total_, timing);
+        ++count_;
+    };
+
     // Own snapshot: one pass per piece that copies it (memcpy, or D2H on the copier's stream)
     // and hashes it while it is in cache; a payload message is sent from the staging slot as
     // soon as its last piece landed, and MPI is progressed after every piece so that sends and
     // receives move while the copy runs, not after it.
     const auto copy_start = Clock::now();
-    WriteView own = own_.begin_write(step, epoch);
-    std::vector<std::span<std::byte>> destinations;
     std::vector<int> payload_tag;  // per region: its index in the payload, -1 if not sent
     int next_tag = 0;
-    for (std::size_t b = 0; b < setup_.regions.size(); ++b) {
-        destinations.push_back(own.buffers[b].bytes);
+    for (std::size_t b = 0; b < setup_.regions.size(); ++b)
         payload_tag.push_back(setup_.regions[b].replicate ? next_tag++ : -1);
+    std::vector<const RingPeer*> receivers;  // the successors this snapshot sends to
+    for (std::size_t s = 0; s < setup_.successors.size(); ++s)
+        if (wanted(scope.send_to, s)) receivers.push_back(&setup_.successors[s]);
+    if (!scope.own) {
+        // The own store holds `step` already (a repair's survivor): send the payload to the
+        // successors that lack it from that committed slot, verified, without copying.
+        if (!receivers.empty()) {
+            const SnapshotView have = own_->committed(step);
+            if (!have.ok) throw Error("protection: own snapshot of step " + std::to_string(step) +
+                                      " to send is not there: " + have.problem);
+            for (std::size_t b = 0; b < setup_.regions.size(); ++b) {
+                if (payload_tag[b] < 0) continue;
+                const auto bytes = have.buffers[b].bytes;
+                for (std::size_t off = 0; off < bytes.size(); off += chunk)
+                    for (const RingPeer* succ : receivers) {
+                        if (timing.sent_bytes == 0) first_send = Clock::now();
+                        const std::size_t n = std::min(chunk, bytes.size() - off);
+                        transfers.send(bytes.data() + off, n, succ->rank, payload_tag[b]);
+                        incoming.push_back({nullptr, 0, 0, 0});
+                        timing.sent_bytes += n;
+                        timing.sender_touched_bytes += n;
+                    }
+            }
+        }
+        drain();
+        commit_held();
+        finish();
+        return;
     }
+    WriteView own = own_->begin_write(step, epoch);
+    std::vector<std::span<std::byte>> destinations;
+    for (std::size_t b = 0; b < setup_.regions.size(); ++b) destinations.push_back(own.buffers[b].bytes);
     // Host state: pieces small enough to stay in cache between copy and hash. A device copier's
     // D2H lands by DMA (not in this core's cache): pieces of a message, one event each.
     const bool host_copier = std::string_view(setup_.copier->kind()) == "host";
-    const std::size_t piece = host_copier ? std::min(chunk, kCacheResidentBytes) : chunk;
+    const std::size_t piece = host_copier ? piece_bytes : chunk;
     const auto pieces = plan_pieces(*setup_.copier, destinations, chunk, piece);
     std::vector<SaveChunk> chunks;
     chunks.reserve(pieces.size());
@@ -303,7 +442,7 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
         [&](std::size_t i) {
             const Piece& p = pieces[i];
             const SaveChunk& c = p.chunk;
-            own_.note_written(c.region, c.offset, c.bytes);
+            own_->note_written(c.region, c.offset, c.bytes);
             timing.copied_bytes += c.bytes;
             timing.sender_touched_bytes += 2 * c.bytes;  // the copy reads live, writes the slot
             if (host_copier && c.bytes <= kCacheResidentBytes) timing.hashed_in_cache_bytes += c.bytes;
@@ -311,9 +450,9 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
             if (payload_tag[c.region] >= 0 && p.ends_message) {
                 std::byte* message = destinations[c.region].data() + p.message_offset;
                 const std::size_t bytes = c.offset + c.bytes - p.message_offset;
-                for (const auto& succ : setup_.successors) {
+                for (const RingPeer* succ : receivers) {
                     if (timing.sent_bytes == 0) first_send = Clock::now();
-                    transfers.send(message, bytes, succ.rank, payload_tag[c.region]);
+                    transfers.send(message, bytes, succ->rank, payload_tag[c.region]);
                     incoming.push_back({nullptr, 0, 0, 0});
                     timing.sent_bytes += bytes;
                     timing.sender_touched_bytes += bytes;  // MPI reads the slot
@@ -323,48 +462,10 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
         },
         &aborted_);
     timing.copy_seconds = seconds_since(copy_start) - progress_seconds;
-    if (setup_.during_replication) setup_.during_replication(step);
-
-    // The rest of the transfers: test, hash what arrived, sleep a little longer each time
-    // nothing did (Backoff): this thread never spins a core the step could use.
-    Backoff backoff;
-    while (!transfers.done()) {
-        const auto done = transfers.test_some("replication", &aborted_);
-        if (done.empty()) {
-            backoff.sleep();
-            continue;
-        }
-        backoff.reset();
-        on_completed(done);
-    }
-    if (timing.sent_bytes > 0) timing.replication_seconds = seconds_since(first_send);
-    if (aborted_) throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, "replication", comm_.name(),
-                                    world_rank(), "cancelled by a failure elsewhere");
-    for (std::size_t p = 0; p < held_stores.size(); ++p) {
-        SnapshotStore& store = *held_stores[p];
-        if (via_landing) {
-            const WriteView view = store.begin_write(step, epoch);
-            std::size_t base = 0;
-            for (std::size_t b = 0; b < view.buffers.size(); ++b) {
-                const auto& buffer = view.buffers[b];
-                for (std::size_t off = 0; off < buffer.bytes.size(); off += piece) {
-                    const std::size_t n = std::min(piece, buffer.bytes.size() - off);
-                    std::memcpy(buffer.bytes.data() + off, landing_[p].data() + base + off, n);
-                    store.note_written(b, off, n);
-                }
-                base += buffer.bytes.size();
-                timing.holder_touched_bytes += 2 * buffer.bytes.size();  // landing -> slot
-                timing.hashed_in_cache_bytes += buffer.bytes.size();
-            }
-        }
-        store.commit();
-    }
-    own_.commit();
-    timing.seconds = seconds_since(start);
-    timing.cpu_seconds = thread_cpu_seconds() - cpu_start;
-    last_ = timing;
-    accumulate(total_, timing);
-    ++count_;
+    drain();
+    commit_held();
+    own_->commit();
+    finish();
 }
 
 }  // namespace flashrec::ft

@@ -237,13 +237,18 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         return;
     }
     // Survivors: own state back to version R (a memcpy from node-local shared memory; device
-    // buffers: H2D on the GPU path) ...
-    auto own_reader = std::make_unique<ft::SnapshotReader>(cfg.job.name, store_prefix() + me);
-    const ft::SnapshotReader& own = *own_reader;
-    // Device buffers are sent from this snapshot (MPI cannot read device memory here), so it
-    // must outlive a send of a failed epoch, like the held views below.
-    if (has_device_buffers()) retired_readers.push_back(std::move(own_reader));
-    const ft::SnapshotView mine = own.committed(plan.version);
+    // buffers: H2D on the GPU path) ... from the store this process keeps mapped when it has
+    // one (no page faults), else from the segments as they are. Either stays mapped while a
+    // send of a failed epoch may still read it (retired_stores, retired_readers).
+    const auto committed_in = [&](const std::string& key) {
+        if (auto store = stores->find(key)) {
+            retired_stores.push_back(store);
+            return store->committed(plan.version);
+        }
+        retired_readers.push_back(std::make_unique<ft::SnapshotReader>(cfg.job.name, key));
+        return retired_readers.back()->committed(plan.version);
+    };
+    const ft::SnapshotView mine = committed_in(store_prefix() + me);
     if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
     std::vector<std::size_t> device_buffers;
     std::vector<std::span<const std::byte>> device_sources;
@@ -274,10 +279,8 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         }
         if (rep.payload_from == role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
-            // Kept beyond this call: a send may outlive a failed epoch (see retired).
-            retired_readers.push_back(std::make_unique<ft::SnapshotReader>(
-                cfg.job.name, store_prefix() + ft::peer_role_key(owner, me)));
-            held_views.push_back(retired_readers.back()->committed(plan.version));
+            // Sent straight from the held slot; kept beyond this call (see retired).
+            held_views.push_back(committed_in(store_prefix() + ft::peer_role_key(owner, me)));
             const auto& view = held_views.back();
             if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
             // The payload holds the sharded and envelope buffers, in registration order.

@@ -483,11 +483,11 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     std::vector<ft::ProtectedRegion> regions;
     for (const auto& b : buffers)
         regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
-    std::shared_ptr<ft::RegionCopier> device_copier;
 #if FLASHREC_WITH_CUDA
-    if (has_device_buffers()) {
-        // One per Protection: it pins this Protection's mapping of the staging slots, and
-        // Protection destroys it before unmapping them.
+    if (has_device_buffers() && !device_copier) {
+        // Kept across repairs like the own store it pins (StorePool keeps it mapped while this
+        // process has its role), and used by one Protection at a time: an aborted one's thread
+        // is joined before the next starts.
         std::vector<ft::LiveRegion> live;
         for (const auto& b : buffers) live.push_back({b.data, b.bytes});
         gpu::DeviceSnapshotCopier::Options options;
@@ -495,8 +495,6 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         device_copier = std::make_shared<gpu::DeviceSnapshotCopier>(std::move(live), options);
     }
 #endif
-    // Ring successors must know the size of what they will hold for each predecessor.
-    const auto payloads = ft::allgather_strings(work, serialize(ft::payload_layout(regions)));
     const bool node_aware = cfg.protection.placement == "node-aware";
     const int k = cfg.protection.replicas;
     ft::ProtectionSetup setup;
@@ -512,18 +510,54 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     }
     setup.store_prefix = store_prefix();
     setup.role_key = topology::role_key(coord());
-    setup.regions = std::move(regions);
     setup.chunk_bytes = static_cast<std::size_t>(cfg.protection.chunk_bytes);
-    for (int r : topology::ring_successors(shape, role_index, k, node_of_role, node_aware))
-        setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
+    const auto successors = topology::ring_successors(shape, role_index, k, node_of_role, node_aware);
     held_roles = topology::ring_predecessors(shape, role_index, k, node_of_role, node_aware);
-    for (int r : held_roles)
+
+    // What this process's stores hold already: after a repair, every store whose (owner,
+    // holder) pair survived holds the recovered version (headers only: cheap). The first
+    // snapshot then makes only what is missing. Ring successors learn it, and the size of what
+    // they will hold for each predecessor, in one allgather.
+    const auto holds = [&](const std::string& key) {
+        const auto steps = ft::SnapshotReader(cfg.job.name, key).committed_steps();
+        return std::find(steps.begin(), steps.end(), version) != steps.end();
+    };
+    const std::string own_key = setup.store_prefix + setup.role_key;
+    ft::SnapshotScope scope;
+    scope.own = !holds(own_key);
+    std::vector<std::string> keys{own_key};
+    std::string have;  // the owners whose payload at `version` this process holds: "3,5,"
+    for (int r : held_roles) {
+        keys.push_back(setup.store_prefix +
+                       ft::peer_role_key(topology::role_key(topology::coord_of(shape, r)), setup.role_key));
+        const bool held = holds(keys.back());
+        scope.receive_from.push_back(!held);
+        if (held) have += std::to_string(r) + ",";
+    }
+    const auto gathered =
+        ft::allgather_strings(work, have + "\n" + serialize(ft::payload_layout(regions)));
+    for (int r : successors) {
+        const std::string& theirs = gathered[static_cast<size_t>(r)];
+        const std::string list = "," + theirs.substr(0, theirs.find('\n'));
+        scope.send_to.push_back(list.find("," + std::to_string(role_index) + ",") == std::string::npos);
+        setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
+    }
+    for (int r : held_roles) {
+        const std::string& theirs = gathered[static_cast<size_t>(r)];
         setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)),
-                                      deserialize(payloads[static_cast<size_t>(r)])});
+                                      deserialize(theirs.substr(theirs.find('\n') + 1))});
+    }
+    // Stores of pairs that no longer exist are unmapped once transfers of the aborted epoch
+    // cannot touch them any more (with `retired`); their segments stay until the job ends.
+    for (auto& dropped : stores->keep_only(keys)) retired_stores.push_back(std::move(dropped));
+    setup.regions = std::move(regions);
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
-    setup.copier = std::move(device_copier);  // null: Protection copies host buffers with memcpy
+    setup.copier = device_copier;  // null: Protection copies host buffers with memcpy
     setup.after_abort = !retired.empty();  // its matched receives may still write
     setup.thread_nice = cfg.protection.thread_nice;
+    setup.pool = stores;
+    // A repair makes the stores of new pairs on the protection thread, off its critical path.
+    setup.open_new_stores_in_background = setup.after_abort;
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
         const std::size_t own = protection->own().bytes(), total = protection->host_bytes();
@@ -537,7 +571,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     }
     // A snapshot of device state waits (on the GPU) for the work enqueued so far.
     if (has_device_buffers()) protection->setup().copier->state_ready(compute_stream);
-    protection->start_snapshot(version, epoch);
+    protection->start_snapshot(version, epoch, std::move(scope));
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(checkpoint_comm));
     else checkpointer = std::make_unique<runtime::Checkpointer>(cfg, buffers, checkpoint_identity(),
                                                                 std::move(checkpoint_comm));
@@ -967,6 +1001,7 @@ bool Step::begin_update() {
         if (!im.retired.empty() && ++im.clean_steps >= 3) {
             im.retired.clear();  // transfers of an aborted epoch are long over
             im.retired_readers.clear();
+            im.retired_stores.clear();
             im.staging.clear();
         }
     });

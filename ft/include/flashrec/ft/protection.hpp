@@ -63,6 +63,34 @@ struct SnapshotTiming {
 // A hash of bytes this thread has just written, at most this many, reads them from cache.
 inline constexpr std::size_t kCacheResidentBytes = 256 << 10;
 
+// Snapshot stores kept mapped across Protection objects, so that a repair keeps what survived:
+// a store whose key (the (owner, holder) pair, on this node) and layout are asked for again is
+// handed back as it is, mapped and populated, with its committed versions. Thread-safe.
+class StorePool {
+public:
+    // The store `key` of `job`: the one kept here if its layout matches, else opened (or
+    // created: segments fallocated and pre-faulted) and kept.
+    std::shared_ptr<SnapshotStore> get(const std::string& job, const std::string& key,
+                                       const SnapshotLayout& layout);
+    // The store kept under `key`, or nullptr.
+    std::shared_ptr<SnapshotStore> find(const std::string& key) const;
+    // Forgets the stores whose keys are not in `keys` and returns them (their mappings may
+    // still be read by transfers of an aborted epoch: the caller keeps them a while).
+    std::vector<std::shared_ptr<SnapshotStore>> keep_only(const std::vector<std::string>& keys);
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::string, std::shared_ptr<SnapshotStore>> stores_;
+};
+
+// Which parts of snapshot `step` to make. A repair's first snapshot makes only what is
+// missing: surviving stores already hold the recovered version.
+struct SnapshotScope {
+    bool own = true;                 // copy the live state into the own store
+    std::vector<bool> send_to;       // per setup.successors: send the payload; empty: to all
+    std::vector<bool> receive_from;  // per setup.predecessors: receive; empty: from all
+};
+
 struct ProtectionSetup {
     std::string job;
     std::string store_prefix;    // prepended to role keys: the node ("n1."), so nodes never share
@@ -82,6 +110,11 @@ struct ProtectionSetup {
     bool after_abort = false;
     // The protection thread's nice value (setpriority on the thread; 0: the trainer's).
     int thread_nice = 0;
+    // Where the stores come from and stay between Protection objects (null: a private pool).
+    std::shared_ptr<StorePool> pool;
+    // Stores not yet in the pool are opened or created by the protection thread before its
+    // first snapshot (off a repair's critical path) instead of in the constructor.
+    bool open_new_stores_in_background = false;
 };
 
 // How many snapshots after an abort receive through landing buffers: the runtime drops the
@@ -96,8 +129,9 @@ public:
     Protection(const Protection&) = delete;
     Protection& operator=(const Protection&) = delete;
 
-    // Starts snapshot `step` (the state after step `step`) in the background.
-    void start_snapshot(std::int64_t step, std::int64_t epoch);
+    // Starts snapshot `step` (the state after step `step`) in the background; `scope` limits
+    // it to what is missing (a repair: see SnapshotScope).
+    void start_snapshot(std::int64_t step, std::int64_t epoch, SnapshotScope scope = {});
     // Waits until the snapshot in flight is committed locally and at every successor's end
     // that this role sends to, and every predecessor's payload is committed here. Returns the
     // seconds spent waiting (the exposed overhead). Rethrows the background thread's failure
@@ -109,7 +143,8 @@ public:
     // receive buffers and read its send buffers for messages matched before the revoke.
     void abort() noexcept;
 
-    const SnapshotStore& own() const { return own_; }
+    // The own store (after the first wait() when open_new_stores_in_background).
+    const SnapshotStore& own() const { return *own_; }
     // The peer copy of `owner_key` held here, or nullptr.
     const SnapshotStore* held(const std::string& owner_key) const;
     // Host memory this process holds for snapshots: 2x own + 2x each held payload in
@@ -124,12 +159,13 @@ public:
 
 private:
     void worker();
-    void snapshot(std::int64_t step, std::int64_t epoch);
+    void open_stores();
+    void snapshot(std::int64_t step, std::int64_t epoch, const SnapshotScope& scope);
 
     ProtectionSetup setup_;
     Comm comm_;
-    SnapshotStore own_;
-    std::map<std::string, SnapshotStore> held_;  // by owner role key
+    std::shared_ptr<SnapshotStore> own_;
+    std::map<std::string, std::shared_ptr<SnapshotStore>> held_;  // by owner role key
     std::vector<std::vector<std::byte>> landing_;  // per predecessor, only after an abort
 
     std::mutex mutex_;
@@ -137,6 +173,7 @@ private:
     bool pending_ = false;   // a snapshot was started and is not finished
     bool stopping_ = false;
     std::int64_t next_step_ = -1, next_epoch_ = 0;
+    SnapshotScope next_scope_;
     std::exception_ptr failure_;
     std::atomic<bool> aborted_{false};  // no commit may follow an abort
     SnapshotTiming last_;               // written by the worker before it signals completion

@@ -77,6 +77,11 @@ struct Runtime::Impl {
     // after several clean steps.
     std::vector<std::unique_ptr<ft::Protection>> retired;
     std::vector<std::unique_ptr<ft::SnapshotReader>> retired_readers;
+    std::vector<std::shared_ptr<ft::SnapshotStore>> retired_stores;  // dropped from `stores`
+    // The snapshot stores of this process, kept mapped across repairs (docs/snapshots.md).
+    std::shared_ptr<ft::StorePool> stores = std::make_shared<ft::StorePool>();
+    // The GPU path's snapshot copier, kept across repairs with the own store it pins.
+    std::shared_ptr<ft::RegionCopier> device_copier;
     int clean_steps = 0;
     void retire_protection();
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
