@@ -556,8 +556,10 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     setup.after_abort = !retired.empty();  // its matched receives may still write
     setup.thread_nice = cfg.protection.thread_nice;
     setup.pool = stores;
-    // A repair makes the stores of new pairs on the protection thread, off its critical path.
-    setup.open_new_stores_in_background = setup.after_abort;
+    // A repair (in-job or a warm relaunch: a plan is being adopted) makes the stores of new
+    // pairs on the protection thread, off the way back into the loop; a job's start makes
+    // them here, so that a /dev/shm too small fails before the first step.
+    setup.open_new_stores_in_background = last_plan.has_value();
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
         const std::size_t own = protection->own().bytes(), total = protection->host_bytes();
