@@ -174,19 +174,22 @@ void Backoff::sleep() {
 }
 
 void Transfers::send(const void* data, std::size_t bytes, int dest, int tag) {
-    ++remaining_;
-    requests_.emplace_back();
-    expected_.push_back(-1);
-    check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm_.get(), &requests_.back()),
+    sends_.emplace_back(MPI_REQUEST_NULL);
+    send_index_.push_back(transfers_);
+    check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm_.get(), &sends_.back()),
           "MPI_Isend", comm_);
+    ++transfers_;
+    ++remaining_;
 }
 
 void Transfers::receive(void* data, std::size_t bytes, int source, int tag) {
-    ++remaining_;
-    requests_.emplace_back();
+    receives_.emplace_back(MPI_REQUEST_NULL);
+    receive_index_.push_back(transfers_);
     expected_.push_back(static_cast<long long>(bytes));
-    check(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, source, tag, comm_.get(), &requests_.back()),
+    check(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, source, tag, comm_.get(), &receives_.back()),
           "MPI_Irecv", comm_);
+    ++transfers_;
+    ++remaining_;
 }
 
 namespace {
@@ -203,27 +206,44 @@ std::vector<std::size_t> Transfers::test_some(const char* what, const std::atomi
         throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
                           "cancelled by a failure elsewhere");
     if (remaining_ == 0) return completed;
-    const int n = static_cast<int>(requests_.size());
-    std::vector<int> indices(requests_.size());
-    std::vector<MPI_Status> statuses(requests_.size());
-    for (auto& st : statuses) st.MPI_ERROR = MPI_SUCCESS;
-    int count = 0;
-    const int rc = MPI_Testsome(n, requests_.data(), &count, indices.data(), statuses.data());
-    if (rc == MPI_ERR_IN_STATUS) check_requests(rc, statuses.data(), count, what, comm_);
-    check(rc, what, comm_);
-    if (count == MPI_UNDEFINED) count = 0;
-    for (int i = 0; i < count; ++i) {
-        const auto index = static_cast<std::size_t>(indices[static_cast<std::size_t>(i)]);
-        const long long expected = expected_[index];
-        if (expected >= 0) {
+    // Receives: completed ones are freed (all their bytes are here; nothing can follow).
+    if (!receives_.empty()) {
+        const int n = static_cast<int>(receives_.size());
+        std::vector<int> indices(receives_.size());
+        std::vector<MPI_Status> statuses(receives_.size());
+        for (auto& st : statuses) st.MPI_ERROR = MPI_SUCCESS;
+        int count = 0;
+        const int rc = MPI_Testsome(n, receives_.data(), &count, indices.data(), statuses.data());
+        if (rc == MPI_ERR_IN_STATUS) check_requests(rc, statuses.data(), count, what, comm_);
+        check(rc, what, comm_);
+        if (count == MPI_UNDEFINED) count = 0;
+        for (int i = 0; i < count; ++i) {
+            const auto r = static_cast<std::size_t>(indices[static_cast<std::size_t>(i)]);
+            const MPI_Status& status = statuses[static_cast<std::size_t>(i)];
             int got = -1;
-            MPI_Get_count(&statuses[static_cast<std::size_t>(i)], MPI_BYTE, &got);
-            if (got != expected || statuses[static_cast<std::size_t>(i)].MPI_ERROR != MPI_SUCCESS)
-                throw short_receive(what, comm_, got, expected);
+            MPI_Get_count(&status, MPI_BYTE, &got);
+            if (got != expected_[r] || status.MPI_ERROR != MPI_SUCCESS)
+                throw short_receive(what, comm_, got, expected_[r]);
+            completed.push_back(receive_index_[r]);
         }
-        completed.push_back(index);
+    }
+    // Sends, in order, without freeing them (see the header); they complete about in order.
+    while (sends_done_ < sends_.size()) {
+        int flag = 0;
+        MPI_Status status;
+        status.MPI_ERROR = MPI_SUCCESS;
+        check(MPI_Request_get_status(sends_[sends_done_], &flag, &status), what, comm_);
+        if (!flag) break;
+        check(status.MPI_ERROR, what, comm_);
+        completed.push_back(send_index_[sends_done_++]);
     }
     remaining_ -= completed.size();
+    if (remaining_ == 0 && !sends_.empty()) {
+        // Every send is complete: free them together, as MPI_Testall always did here.
+        std::vector<MPI_Status> statuses(sends_.size());
+        const int n = static_cast<int>(sends_.size());
+        check_requests(MPI_Waitall(n, sends_.data(), statuses.data()), statuses.data(), n, what, comm_);
+    }
     return completed;
 }
 
@@ -233,8 +253,13 @@ void Transfers::wait(const char* what, const std::atomic<bool>* cancelled) {
         if (test_some(what, cancelled).empty()) backoff.sleep();
         else backoff.reset();
     }
-    requests_.clear();
+    receives_.clear();
+    sends_.clear();
+    receive_index_.clear();
+    send_index_.clear();
     expected_.clear();
+    sends_done_ = 0;
+    transfers_ = 0;
 }
 
 // Every member's `mine`, in rank order of `comm`.

@@ -15,8 +15,9 @@ constexpr int kReleaseTag = 0x5e1;
 Wake park(const ft::Comm& universe) {
     // Not a blocking MPI_Recv: with ob1/tcp it busy-polls a core for the whole job, a core the
     // trainer's ranks on this node need. Test, then sleep (up to 1 ms, the latency it adds to
-    // a recovery's wake-up). The buffer is static: a request left pending on a revoked
-    // communicator is cancelled and freed below, and MPI may still own its buffer then.
+    // a recovery's wake-up). A failure leaves the request pending on the revoked communicator,
+    // on purpose: neither cancelled nor freed (an error on a freed request aborts the process
+    // under ob1), hence the static buffer it may still own.
     static int message = 0;
     MPI_Request request = MPI_REQUEST_NULL;
     ft::check(MPI_Irecv(&message, 1, MPI_INT, MPI_ANY_SOURCE, kReleaseTag, universe.get(), &request),
@@ -31,10 +32,6 @@ Wake park(const ft::Comm& universe) {
         }
     } catch (const ProcessFailure&) {
     } catch (const CommRevoked&) {
-    }
-    if (request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&request);
-        MPI_Request_free(&request);
     }
     return Wake::recovery;
 }

@@ -97,16 +97,23 @@ public:
     // Progresses MPI once without blocking and returns the indices (in the order of send() and
     // receive() calls) of the transfers that completed now; a receive only if it got all its
     // bytes (else it throws like wait()). Indices stay valid until wait() returns.
+    // Send requests are not freed as they complete, only all together once every transfer is
+    // done: ob1 may still report an error for a send that MPI already completed (its last
+    // fragment not yet through), and an error on a freed request aborts the process ("Send
+    // error after request freed", seen here with many small messages and a kill).
     std::vector<std::size_t> test_some(const char* what, const std::atomic<bool>* cancelled = nullptr);
     // Every transfer posted so far has completed (through test_some or wait).
     bool done() const { return remaining_ == 0; }
-    bool empty() const { return requests_.empty(); }
+    bool empty() const { return transfers_ == 0; }
 
 private:
     const Comm& comm_;
-    std::vector<MPI_Request> requests_;
-    std::vector<long long> expected_;  // bytes per receive, -1 for a send
-    std::size_t remaining_ = 0;         // not yet completed
+    std::vector<MPI_Request> receives_, sends_;
+    std::vector<std::size_t> receive_index_, send_index_;  // their transfer indices
+    std::vector<long long> expected_;  // bytes per receive
+    std::size_t sends_done_ = 0;       // sends_[0, sends_done_) completed (not freed)
+    std::size_t transfers_ = 0;        // posted
+    std::size_t remaining_ = 0;        // not yet completed
 };
 
 // Every member's `mine`, in rank order of `comm` (collective).
