@@ -40,6 +40,7 @@ void accumulate(SnapshotTiming& total, const SnapshotTiming& t) {
     total.received_bytes += t.received_bytes;
     total.cpu_seconds += t.cpu_seconds;
     total.copy_seconds += t.copy_seconds;
+    total.copy_cpu_seconds += t.copy_cpu_seconds;
     total.replication_seconds += t.replication_seconds;
     total.sender_touched_bytes += t.sender_touched_bytes;
     total.holder_touched_bytes += t.holder_touched_bytes;
@@ -331,11 +332,13 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
             }
         }
     };
-    double progress_seconds = 0;  // inside the copy loop: not part of the copy's own time
+    double progress_seconds = 0, progress_cpu = 0;  // inside the copy loop, not the copy's
     const auto progress = [&] {
         const auto t = Clock::now();
+        const double c = thread_cpu_seconds();
         on_completed(transfers.test_some("replication", &aborted_));
         progress_seconds += seconds_since(t);
+        progress_cpu += thread_cpu_seconds() - c;
     };
 
     // The rest of the transfers: test, hash what arrived, sleep a little longer each time
@@ -393,6 +396,7 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
     // soon as its last piece landed, and MPI is progressed after every piece so that sends and
     // receives move while the copy runs, not after it.
     const auto copy_start = Clock::now();
+    const double copy_cpu_start = thread_cpu_seconds();
     std::vector<int> payload_tag;  // per region: its index in the payload, -1 if not sent
     int next_tag = 0;
     for (std::size_t b = 0; b < setup_.regions.size(); ++b)
@@ -462,6 +466,7 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
         },
         &aborted_);
     timing.copy_seconds = seconds_since(copy_start) - progress_seconds;
+    timing.copy_cpu_seconds = thread_cpu_seconds() - copy_cpu_start - progress_cpu;
     drain();
     commit_held();
     own_->commit();

@@ -620,6 +620,7 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
         {"snapshot_mean_ms", per(totals.seconds * 1e3)},
         {"snapshot_cpu_ms", per(totals.cpu_seconds * 1e3)},
         {"snapshot_copy_GBps", rate(totals.copied_bytes, totals.copy_seconds)},
+        {"snapshot_copy_cpu_GBps", rate(totals.copied_bytes, totals.copy_cpu_seconds)},
         {"replication_GBps", rate(totals.sent_bytes, totals.replication_seconds)},
         {"sender_touched_per_byte", ratio(totals.sender_touched_bytes, totals.copied_bytes)},
         {"holder_touched_per_byte", ratio(totals.holder_touched_bytes, totals.received_bytes)},

@@ -54,6 +54,8 @@ struct SnapshotTiming {
     double cpu_seconds = 0;          // CPU time of the protection thread (CLOCK_THREAD_CPUTIME_ID)
     double copy_seconds = 0;         // wall time of the copy+hash of the own state (without
                                      // the MPI progress calls made between its pieces)
+    double copy_cpu_seconds = 0;     // the same on the thread's CPU clock: without the time
+                                     // the (nice) thread waited for a core
     double replication_seconds = 0;  // first send posted -> every transfer complete
     std::size_t sender_touched_bytes = 0;  // memory passes over the own state and its sends
     std::size_t holder_touched_bytes = 0;  // memory passes over held payloads
