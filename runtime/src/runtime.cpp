@@ -562,7 +562,11 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     setup.open_new_stores_in_background = last_plan.has_value();
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
-        const std::size_t own = protection->own().bytes(), total = protection->host_bytes();
+        // From the layouts: after a warm relaunch the stores are opened in the background.
+        const auto& made = protection->setup();
+        const std::size_t own = 2 * ft::snapshot_segment_bytes(ft::full_layout(made.regions));
+        std::size_t total = own;
+        for (const auto& p : made.predecessors) total += 2 * ft::snapshot_segment_bytes(p.payload);
         char line[256];
         std::snprintf(line, sizeof line,
                       "protection: %.3f MiB of host memory for role 0 = 2 x %.3f MiB own snapshot + "
