@@ -240,15 +240,20 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
     // buffers: H2D on the GPU path) ... from the store this process keeps mapped when it has
     // one (no page faults), else from the segments as they are. Either stays mapped while a
     // send of a failed epoch may still read it (retired_stores, retired_readers).
-    const auto committed_in = [&](const std::string& key) {
+    // Host state is copied back in the pass that verifies it (the version is read once).
+    const auto committed_in = [&](const std::string& key, std::span<const std::span<std::byte>> into) {
         if (auto store = stores->find(key)) {
             retired_stores.push_back(store);
-            return store->committed(plan.version);
+            return into.empty() ? store->committed(plan.version) : store->copy_committed(plan.version, into);
         }
         retired_readers.push_back(std::make_unique<ft::SnapshotReader>(cfg.job.name, key));
-        return retired_readers.back()->committed(plan.version);
+        const ft::SnapshotReader& reader = *retired_readers.back();
+        return into.empty() ? reader.committed(plan.version) : reader.copy_committed(plan.version, into);
     };
-    const ft::SnapshotView mine = committed_in(store_prefix() + me);
+    std::vector<std::span<std::byte>> live;
+    if (!has_device_buffers())
+        for (const auto& b : buffers) live.emplace_back(static_cast<std::byte*>(b.data), b.bytes);
+    const ft::SnapshotView mine = committed_in(store_prefix() + me, live);
     if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
     std::vector<std::size_t> device_buffers;
     std::vector<std::span<const std::byte>> device_sources;
@@ -258,7 +263,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
             device_sources.push_back(mine.buffers[b].bytes);
             continue;
         }
-        std::memcpy(buffers[b].data, mine.buffers[b].bytes.data(), buffers[b].bytes);
+        if (live.empty()) std::memcpy(buffers[b].data, mine.buffers[b].bytes.data(), buffers[b].bytes);
     }
     restore_device_buffers(device_buffers, device_sources);
 
@@ -280,7 +285,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         if (rep.payload_from == role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
             // Sent straight from the held slot; kept beyond this call (see retired).
-            held_views.push_back(committed_in(store_prefix() + ft::peer_role_key(owner, me)));
+            held_views.push_back(committed_in(store_prefix() + ft::peer_role_key(owner, me), {}));
             const auto& view = held_views.back();
             if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
             // The payload holds the sharded and envelope buffers, in registration order.
