@@ -237,6 +237,12 @@ std::vector<std::size_t> Transfers::test_some(const char* what, const std::atomi
         check(status.MPI_ERROR, what, comm_);
         completed.push_back(send_index_[sends_done_++]);
     }
+    // MPI_Request_get_status does not fail a request on a revoked communicator as the
+    // MPI_Test family does (a send to a live peer that gave up stays pending for ever: seen
+    // here as a rank that never noticed a failure), so look at the revoke ourselves.
+    if (sends_done_ < sends_.size() && comm_.is_revoked())
+        throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
+                          "the communicator was revoked with sends pending");
     remaining_ -= completed.size();
     if (remaining_ == 0 && !sends_.empty()) {
         // Every send is complete: free them together, as MPI_Testall always did here.
