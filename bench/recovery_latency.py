@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Recovery latency: median and spread of every recovery phase, hot vs spawned spare.
 
-  recovery_latency.py --build BUILD [--ranks 4 8 16] [--trials 5] [--state-mib 64] [--json OUT]
+  recovery_latency.py --build BUILD [--ranks 4 8 16] [--trials 5] [--state-mib 64]
+                      [--spare hot spawned] [--device-ms 0] [--kill-role 1] [--json OUT]
 
 Each trial runs the example trainer with `state-mib` MiB of sharded state per rank and kills
-role 1 (SIGKILL) in the forward pass of step 6. The recovery record gives every phase as seen
-by role 0 (a survivor); "detect" is injection -> role 0 noticed (wall clock, same machine).
-"to_loop" is detect + every phase up to "resumed" (every rank back in the step loop with its
-state restored); "first_step" is the first step after it.
+role `kill-role` (SIGKILL) in the forward pass of step 6. The recovery record carries every
+rank's phases; each phase column is the slowest rank's time in that phase (phases_ms_max),
+and the slowest rank overall is named. "detect" is injection -> the first rank noticed (wall
+clock, same machine); "to_loop" is injection -> the last rank back in the step loop with its
+state restored (back_in_loop_unix_us), the repair as a whole; "first_step" is the slowest
+rank's first step after it, reported apart from the repair. Records without those fields
+(older builds) fall back to role 0's phases.
 """
 import argparse
 import json
@@ -24,30 +28,33 @@ ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "r
          "resumed", "to_loop", "first_step"]
 
 
-def config(ranks, hot, state_mib):
+def config(ranks, hot, state_mib, device_ms=0):
     nodes = max(1, ranks // 2)
     return f"""job: {{name: bench-rec-{ranks}-{int(hot)}-{os.getpid()}, nodes: {nodes}, ranks_per_node: {ranks // nodes}, dp: {ranks},
        hot_spares: {1 if hot else 0}, steps: 12, seed: 9}}
 trainer: {{model: {{input: 32, hidden: 64, output: 8}}, batch_per_rank: 8, log_every: 1000,
-          extra_sharded_mib: {state_mib}}}
+          extra_sharded_mib: {state_mib}, device_ms: {device_ms}}}
 recovery: {{phase_deadline_ms: 60000}}
 """
 
 
-def trial(build, ranks, hot, path, timeout):
+def trial(build, ranks, hot, path, timeout, kill_role=1):
     cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(timeout), "--expect", "^final_checksum=", "--",
            os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks + (1 if hot else 0)),
            os.path.join(build, "examples", "mlp_trainer"), "--config", path,
-           "--fault", "role=1:step=6:phase=forward:action=kill"]
+           "--fault", f"role={kill_role}:step=6:phase=forward:action=kill"]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
     injected = re.search(r"fault injected: .* unix_us (\d+)\)", out)
     for m in re.findall(r"flashrec-event: (\{.*\})$", out, re.M):
         e = json.loads(m)
         if e.get("event") == "recovery":
-            phases = dict(e["phases_ms"])
+            phases = dict(e.get("phases_ms_max") or e["phases_ms"])
             if injected and e.get("failure_noticed_unix_us"):
                 phases["detect"] = (e["failure_noticed_unix_us"] - int(injected.group(1))) / 1e3
-            phases["to_loop"] = sum(v for k, v in phases.items() if k not in ("first_step",))
+            if injected and e.get("back_in_loop_unix_us"):
+                phases["to_loop"] = (e["back_in_loop_unix_us"] - int(injected.group(1))) / 1e3
+            else:
+                phases["to_loop"] = sum(v for k, v in phases.items() if k not in ("first_step",))
             return phases, e
     print(out[-3000:], file=sys.stderr)
     return None, None
@@ -60,17 +67,23 @@ def main():
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--state-mib", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--spare", nargs="+", choices=["hot", "spawned"], default=["hot", "spawned"])
+    ap.add_argument("--device-ms", type=int, default=0, help="trainer.device_ms: a device-like step")
+    ap.add_argument("--kill-role", type=int, default=1)
     ap.add_argument("--json")
     a = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in a.ranks:
-            for hot in (True, False):
+            for hot in [kind == "hot" for kind in a.spare]:
                 path = os.path.join(tmp, f"r{ranks}-{int(hot)}.yaml")
                 with open(path, "w") as f:
-                    f.write(config(ranks, hot, a.state_mib))
-                samples = [s for s, _ in (trial(a.build, ranks, hot, path, a.timeout) for _ in range(a.trials)) if s]
-                row = {"ranks": ranks, "spare": "hot" if hot else "spawned", "trials": len(samples), "phases": {}}
+                    f.write(config(ranks, hot, a.state_mib, a.device_ms))
+                outcomes = [trial(a.build, ranks, hot, path, a.timeout, a.kill_role) for _ in range(a.trials)]
+                samples = [s for s, _ in outcomes if s]
+                slow = sorted({e.get("slowest_role", "role 0") for s, e in outcomes if s})
+                row = {"ranks": ranks, "spare": "hot" if hot else "spawned", "trials": len(samples),
+                       "slowest_roles": slow, "phases": {}}
                 for phase in ORDER:
                     vals = [s[phase] for s in samples if phase in s]
                     if vals:
@@ -82,7 +95,7 @@ def main():
                 print(f"ranks {ranks:2d} {row['spare']:>7}: crash -> back in loop median "
                       f"{tl.get('median', float('nan')):7.1f} ms (min {tl.get('min', float('nan')):.1f}, "
                       f"max {tl.get('max', float('nan')):.1f}), {len(samples)} trials; dominant phase: "
-                      f"{slowest[0]} {slowest[1]:.1f} ms", flush=True)
+                      f"{slowest[0]} {slowest[1]:.1f} ms; slowest rank(s): {', '.join(slow)}", flush=True)
     print()
     print("| ranks | spare | " + " | ".join(ORDER) + " |")
     print("|---|---|" + "---|" * len(ORDER))
@@ -92,7 +105,8 @@ def main():
             v = row["phases"].get(p)
             cells.append(f"{v['median']:.1f} ({v['min']:.1f}-{v['max']:.1f})" if v else "-")
         print(f"| {row['ranks']} | {row['spare']} | " + " | ".join(cells) + " |")
-    print("\n(median (min-max) in ms over the trials; state: %d MiB sharded per rank)" % a.state_mib)
+    print("\n(median (min-max) in ms over the trials; each phase: its slowest rank; state: %d MiB "
+          "sharded per rank)" % a.state_mib)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -2,6 +2,7 @@
 
 #include <mpi-ext.h>
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -140,13 +141,16 @@ int Comm::agree(int flag, std::chrono::steady_clock::time_point deadline) const 
     MPIX_Comm_ack_failed(handle_, size(), &acked);
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPIX_Comm_iagree(handle_, &flag, &request), "MPIX_Comm_iagree", *this);
+    Backoff backoff(std::chrono::microseconds(10), std::chrono::microseconds(200));
     for (;;) {
         int done = 0;
         check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPIX_Comm_iagree", *this);
         if (done) return flag;
         if (std::chrono::steady_clock::now() > deadline)
             throw DeadlineExceeded("agree on " + name_, -1, 0.0);
-        std::this_thread::yield();
+        // Sleep, not yield: on a loaded node every agreeing process would otherwise take a
+        // core from the ones that still have to reach the agreement. 200 us caps the latency.
+        backoff.sleep();
     }
 }
 
@@ -164,45 +168,104 @@ std::vector<int> Comm::failed_ranks() const {
     return in_mine;
 }
 
+void Backoff::sleep() {
+    std::this_thread::sleep_for(next_);
+    next_ = std::min(cap_, next_ * 2);
+}
+
 void Transfers::send(const void* data, std::size_t bytes, int dest, int tag) {
-    requests_.emplace_back();
-    expected_.push_back(-1);
-    check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm_.get(), &requests_.back()),
+    sends_.emplace_back(MPI_REQUEST_NULL);
+    send_index_.push_back(transfers_);
+    check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, comm_.get(), &sends_.back()),
           "MPI_Isend", comm_);
+    ++transfers_;
+    ++remaining_;
 }
 
 void Transfers::receive(void* data, std::size_t bytes, int source, int tag) {
-    requests_.emplace_back();
+    receives_.emplace_back(MPI_REQUEST_NULL);
+    receive_index_.push_back(transfers_);
     expected_.push_back(static_cast<long long>(bytes));
-    check(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, source, tag, comm_.get(), &requests_.back()),
+    check(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, source, tag, comm_.get(), &receives_.back()),
           "MPI_Irecv", comm_);
+    ++transfers_;
+    ++remaining_;
+}
+
+namespace {
+CommRevoked short_receive(const char* what, const Comm& comm, int count, long long expected) {
+    return CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm.name(), world_rank(),
+                       "a receive completed with " + std::to_string(count) + " of " +
+                           std::to_string(expected) + " bytes");
+}
+}  // namespace
+
+std::vector<std::size_t> Transfers::test_some(const char* what, const std::atomic<bool>* cancelled) {
+    std::vector<std::size_t> completed;
+    if (cancelled && cancelled->load())
+        throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
+                          "cancelled by a failure elsewhere");
+    if (remaining_ == 0) return completed;
+    // Receives: completed ones are freed (all their bytes are here; nothing can follow).
+    if (!receives_.empty()) {
+        const int n = static_cast<int>(receives_.size());
+        std::vector<int> indices(receives_.size());
+        std::vector<MPI_Status> statuses(receives_.size());
+        for (auto& st : statuses) st.MPI_ERROR = MPI_SUCCESS;
+        int count = 0;
+        const int rc = MPI_Testsome(n, receives_.data(), &count, indices.data(), statuses.data());
+        if (rc == MPI_ERR_IN_STATUS) check_requests(rc, statuses.data(), count, what, comm_);
+        check(rc, what, comm_);
+        if (count == MPI_UNDEFINED) count = 0;
+        for (int i = 0; i < count; ++i) {
+            const auto r = static_cast<std::size_t>(indices[static_cast<std::size_t>(i)]);
+            const MPI_Status& status = statuses[static_cast<std::size_t>(i)];
+            int got = -1;
+            MPI_Get_count(&status, MPI_BYTE, &got);
+            if (got != expected_[r] || status.MPI_ERROR != MPI_SUCCESS)
+                throw short_receive(what, comm_, got, expected_[r]);
+            completed.push_back(receive_index_[r]);
+        }
+    }
+    // Sends, in order, without freeing them (see the header); they complete about in order.
+    while (sends_done_ < sends_.size()) {
+        int flag = 0;
+        MPI_Status status;
+        status.MPI_ERROR = MPI_SUCCESS;
+        check(MPI_Request_get_status(sends_[sends_done_], &flag, &status), what, comm_);
+        if (!flag) break;
+        check(status.MPI_ERROR, what, comm_);
+        completed.push_back(send_index_[sends_done_++]);
+    }
+    // MPI_Request_get_status does not fail a request on a revoked communicator as the
+    // MPI_Test family does (a send to a live peer that gave up stays pending for ever: seen
+    // here as a rank that never noticed a failure), so look at the revoke ourselves.
+    if (sends_done_ < sends_.size() && comm_.is_revoked())
+        throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
+                          "the communicator was revoked with sends pending");
+    remaining_ -= completed.size();
+    if (remaining_ == 0 && !sends_.empty()) {
+        // Every send is complete: free them together, as MPI_Testall always did here.
+        std::vector<MPI_Status> statuses(sends_.size());
+        const int n = static_cast<int>(sends_.size());
+        check_requests(MPI_Waitall(n, sends_.data(), statuses.data()), statuses.data(), n, what, comm_);
+    }
+    return completed;
 }
 
 void Transfers::wait(const char* what, const std::atomic<bool>* cancelled) {
-    const int n = static_cast<int>(requests_.size());
-    std::vector<MPI_Status> statuses(requests_.size());
-    for (auto& st : statuses) st.MPI_ERROR = MPI_SUCCESS;
-    for (;;) {
-        int done = 0;
-        check_requests(MPI_Testall(n, requests_.data(), &done, statuses.data()), statuses.data(), n,
-                       what, comm_);
-        if (cancelled && cancelled->load())
-            throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
-                              "cancelled by a failure elsewhere");
-        if (done) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    Backoff backoff;
+    while (remaining_ > 0) {
+        if (test_some(what, cancelled).empty()) backoff.sleep();
+        else backoff.reset();
     }
-    for (int i = 0; i < n; ++i) {
-        if (expected_[static_cast<size_t>(i)] < 0) continue;
-        int count = -1;
-        MPI_Get_count(&statuses[static_cast<size_t>(i)], MPI_BYTE, &count);
-        if (count != expected_[static_cast<size_t>(i)] || statuses[static_cast<size_t>(i)].MPI_ERROR != MPI_SUCCESS)
-            throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
-                              "a receive completed with " + std::to_string(count) + " of " +
-                                  std::to_string(expected_[static_cast<size_t>(i)]) + " bytes");
-    }
-    requests_.clear();
+    receives_.clear();
+    sends_.clear();
+    receive_index_.clear();
+    send_index_.clear();
     expected_.clear();
+    sends_done_ = 0;
+    transfers_ = 0;
 }
 
 // Every member's `mine`, in rank order of `comm`.

@@ -2,9 +2,18 @@
 
 #include <mpi.h>
 
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <string_view>
+#include <utility>
+
+#include <mpi-ext.h>
 
 #include "flashrec/errors.hpp"
 
@@ -13,6 +22,30 @@ namespace flashrec::ft {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double thread_cpu_seconds() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void accumulate(SnapshotTiming& total, const SnapshotTiming& t) {
+    total.seconds += t.seconds;
+    total.copied_bytes += t.copied_bytes;
+    total.sent_bytes += t.sent_bytes;
+    total.received_bytes += t.received_bytes;
+    total.cpu_seconds += t.cpu_seconds;
+    total.copy_seconds += t.copy_seconds;
+    total.copy_cpu_seconds += t.copy_cpu_seconds;
+    total.replication_seconds += t.replication_seconds;
+    total.sender_touched_bytes += t.sender_touched_bytes;
+    total.holder_touched_bytes += t.holder_touched_bytes;
+    total.hashed_in_cache_bytes += t.hashed_in_cache_bytes;
+}
 
 SnapshotLayout layout_of(const std::vector<ProtectedRegion>& regions, bool payload_only) {
     SnapshotLayout layout;
@@ -30,28 +63,75 @@ SnapshotLayout full_layout(const std::vector<ProtectedRegion>& regions) {
     return layout_of(regions, false);
 }
 
+std::shared_ptr<SnapshotStore> StorePool::get(const std::string& job, const std::string& key,
+                                               const SnapshotLayout& layout) {
+    std::lock_guard lock(mutex_);
+    auto& store = stores_[key];
+    const auto same = [&](const SnapshotLayout& a) {
+        if (a.size() != layout.size()) return false;
+        for (std::size_t i = 0; i < a.size(); ++i)
+            if (a[i].name != layout[i].name || a[i].bytes != layout[i].bytes) return false;
+        return true;
+    };
+    if (!store || store->job() != job || !same(store->layout()))
+        store = std::make_shared<SnapshotStore>(job, key, layout);
+    return store;
+}
+
+std::shared_ptr<SnapshotStore> StorePool::find(const std::string& key) const {
+    std::lock_guard lock(mutex_);
+    const auto it = stores_.find(key);
+    return it == stores_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<SnapshotStore>> StorePool::keep_only(const std::vector<std::string>& keys) {
+    std::lock_guard lock(mutex_);
+    std::vector<std::shared_ptr<SnapshotStore>> dropped;
+    for (auto it = stores_.begin(); it != stores_.end();) {
+        if (std::find(keys.begin(), keys.end(), it->first) != keys.end()) {
+            ++it;
+            continue;
+        }
+        dropped.push_back(std::move(it->second));
+        it = stores_.erase(it);
+    }
+    return dropped;
+}
+
 Protection::Protection(ProtectionSetup setup, Comm replication)
-    : setup_(std::move(setup)),
-      comm_(std::move(replication)),
-      own_(setup_.job, setup_.store_prefix + setup_.role_key, full_layout(setup_.regions)) {
+    : setup_(std::move(setup)), comm_(std::move(replication)) {
     if (setup_.chunk_bytes == 0 || setup_.chunk_bytes > (1u << 30))
         throw Error("protection.chunk_bytes must be between 1 byte and 1 GiB");
+    if (!setup_.pool) setup_.pool = std::make_shared<StorePool>();
     if (!setup_.copier) {
         std::vector<LiveRegion> live;
         for (const auto& r : setup_.regions) live.push_back({r.data, r.bytes});
         setup_.copier = std::make_shared<HostRegionCopier>(std::move(live));
     }
+    // Stores the pool keeps are taken now (a map lookup); new ones are made here, or by the
+    // protection thread before its first snapshot.
+    const std::string own_key = setup_.store_prefix + setup_.role_key;
+    if (!setup_.open_new_stores_in_background || setup_.pool->find(own_key))
+        own_ = setup_.pool->get(setup_.job, own_key, full_layout(setup_.regions));
     for (const auto& p : setup_.predecessors) {
-        std::size_t bytes = 0;
-        for (const auto& b : p.payload) bytes += b.bytes;
-        landing_.emplace_back(bytes);
+        const std::string key = setup_.store_prefix + peer_role_key(p.role_key, setup_.role_key);
+        held_[p.role_key] = !setup_.open_new_stores_in_background || setup_.pool->find(key)
+                                ? setup_.pool->get(setup_.job, key, p.payload)
+                                : nullptr;
     }
-    for (const auto& p : setup_.predecessors)
-        held_.emplace(p.role_key,
-                      SnapshotStore(setup_.job,
-                                    setup_.store_prefix + peer_role_key(p.role_key, setup_.role_key),
-                                    p.payload));
     thread_ = std::thread([this] { worker(); });
+}
+
+void Protection::open_stores() {
+    if (!own_)
+        own_ = setup_.pool->get(setup_.job, setup_.store_prefix + setup_.role_key,
+                                full_layout(setup_.regions));
+    for (const auto& p : setup_.predecessors) {
+        auto& store = held_[p.role_key];
+        if (!store)
+            store = setup_.pool->get(
+                setup_.job, setup_.store_prefix + peer_role_key(p.role_key, setup_.role_key), p.payload);
+    }
 }
 
 Protection::~Protection() {
@@ -68,21 +148,22 @@ Protection::~Protection() {
 
 const SnapshotStore* Protection::held(const std::string& owner_key) const {
     auto it = held_.find(owner_key);
-    return it == held_.end() ? nullptr : &it->second;
+    return it == held_.end() ? nullptr : it->second.get();
 }
 
 std::size_t Protection::host_bytes() const {
-    std::size_t total = own_.bytes();
-    for (const auto& [key, store] : held_) total += store.bytes();
+    std::size_t total = own_ ? own_->bytes() : 0;
+    for (const auto& [key, store] : held_) total += store ? store->bytes() : 0;
     for (const auto& buffer : landing_) total += buffer.size();
     return total;
 }
 
-void Protection::start_snapshot(std::int64_t step, std::int64_t epoch) {
+void Protection::start_snapshot(std::int64_t step, std::int64_t epoch, SnapshotScope scope) {
     std::lock_guard lock(mutex_);
     if (failure_) return;  // wait() reports it
     next_step_ = step;
     next_epoch_ = epoch;
+    next_scope_ = std::move(scope);
     pending_ = true;
     cv_.notify_all();
 }
@@ -107,17 +188,24 @@ void Protection::abort() noexcept {
 }
 
 void Protection::worker() {
+    // Linux nice values are per thread: this lowers only the protection thread. Best effort:
+    // a container that forbids it leaves the thread at the trainer's priority.
+    if (setup_.thread_nice > 0)
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), setup_.thread_nice);
     for (;;) {
         std::int64_t step = 0, epoch = 0;
+        SnapshotScope scope;
         {
             std::unique_lock lock(mutex_);
             cv_.wait(lock, [&] { return stopping_ || (pending_ && !failure_); });
             if (stopping_) return;
             step = next_step_;
             epoch = next_epoch_;
+            scope = std::exchange(next_scope_, SnapshotScope{});
         }
         try {
-            snapshot(step, epoch);
+            open_stores();
+            snapshot(step, epoch, scope);
         } catch (...) {
             // Wake the peers' threads too; the main thread learns of it in wait().
             comm_.revoke();
@@ -133,70 +221,256 @@ void Protection::worker() {
     }
 }
 
-void Protection::snapshot(std::int64_t step, std::int64_t epoch) {
+namespace {
+
+// The own state's copy pieces: every region in messages of `message_bytes` (what one MPI
+// send carries, and what the successor posts one receive for), each message in pieces of at
+// most `piece_bytes`, copied and hashed in one pass while the piece is in cache.
+struct Piece {
+    SaveChunk chunk;
+    bool ends_message = false;
+    std::size_t message_offset = 0;  // where its message starts in the region
+};
+
+std::vector<Piece> plan_pieces(const RegionCopier& copier, std::span<const std::span<std::byte>> dst,
+                               std::size_t message_bytes, std::size_t piece_bytes) {
+    std::vector<Piece> pieces;
+    for (std::size_t r = 0; r < dst.size(); ++r) {
+        const std::size_t bytes = copier.region(r).bytes;
+        if (dst[r].size() != bytes)
+            throw Error("protection: staging buffer of region " + std::to_string(r) + " has " +
+                        std::to_string(dst[r].size()) + " bytes, the region " + std::to_string(bytes));
+        for (std::size_t m = 0; m < bytes; m += message_bytes) {
+            const std::size_t end = std::min(bytes, m + message_bytes);
+            for (std::size_t off = m; off < end; off += piece_bytes) {
+                const std::size_t n = std::min(piece_bytes, end - off);
+                pieces.push_back({{r, off, n, dst[r].data() + off}, off + n == end, m});
+            }
+        }
+    }
+    return pieces;
+}
+
+}  // namespace
+
+void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotScope& scope) {
     const auto start = Clock::now();
+    const double cpu_start = thread_cpu_seconds();
     SnapshotTiming timing;
+    Clock::time_point first_send{};
     const std::size_t chunk = setup_.chunk_bytes;
     Transfers transfers(comm_);
 
-    // Predecessors' payloads arrive in this object's private landing buffers, and are copied
-    // into the staging slots of their peer stores once complete. Not straight into shared
-    // memory: after a revoke, Open MPI kept writing the fragments of a message it had already
-    // matched into the receive buffer (seen here), so a receive buffer must outlive the
-    // request and must not be a slot that a later snapshot commits. Buffers are matched by tag
-    // (their index in the payload); chunks of one buffer arrive in order on one tag.
+    // Predecessors' payloads are received straight into the staging slot of the peer store that
+    // keeps them: the ping-pong slot is the landing buffer. The slot is committed only after
+    // every byte arrived with its exact size and was hashed, so an abort mid-receive leaves the
+    // other slot's committed version intact.
+    //
+    // After an abort, Open MPI may still write the fragments of a message it had matched before
+    // the revoke into that message's buffer (seen here). For the first snapshots of a
+    // Protection made after an abort (setup.after_abort, while the runtime keeps the aborted
+    // one alive), payloads therefore land in a private buffer and are copied into the slot when
+    // complete, so that such a late write can never reach a slot this object commits.
+    const bool via_landing = setup_.after_abort && count_ < kLandingSnapshotsAfterAbort;
+    if (!via_landing) landing_.clear();
+    else landing_.resize(setup_.predecessors.size());
+    struct Incoming {
+        SnapshotStore* store;
+        std::size_t buffer, offset, bytes;
+    };
+    std::vector<Incoming> incoming;                   // by transfer index; store null for a send
+    std::vector<SnapshotStore*> held_stores;
+    const auto wanted = [](const std::vector<bool>& which, std::size_t i) {
+        return which.empty() || (i < which.size() && which[i]);
+    };
     for (std::size_t p = 0; p < setup_.predecessors.size(); ++p) {
         const auto& pred = setup_.predecessors[p];
+        SnapshotStore& store = *held_.at(pred.role_key);
+        held_stores.push_back(wanted(scope.receive_from, p) ? &store : nullptr);
+        if (!held_stores.back()) continue;  // it holds `step` already
+        const WriteView view = store.begin_write(step, epoch);
+        if (via_landing) {
+            std::size_t bytes = 0;
+            for (const auto& b : view.buffers) bytes += b.bytes.size();
+            landing_[p].resize(bytes);
+        }
         std::size_t base = 0;
-        for (std::size_t b = 0; b < pred.payload.size(); ++b) {
-            const std::size_t size = pred.payload[b].bytes;
-            for (std::size_t off = 0; off < size; off += chunk)
-                transfers.receive(landing_[p].data() + base + off, std::min(chunk, size - off), pred.rank,
-                                  static_cast<int>(b));
+        for (std::size_t b = 0; b < view.buffers.size(); ++b) {
+            const std::size_t size = view.buffers[b].bytes.size();
+            std::byte* into = via_landing ? landing_[p].data() + base : view.buffers[b].bytes.data();
+            for (std::size_t off = 0; off < size; off += chunk) {
+                const std::size_t n = std::min(chunk, size - off);
+                transfers.receive(into + off, n, pred.rank, static_cast<int>(b));
+                incoming.push_back({&store, b, off, n});
+            }
+            timing.received_bytes += size;
+            timing.holder_touched_bytes += size;  // MPI writes it once
             base += size;
         }
     }
 
-    // Own snapshot: copied chunk by chunk (memcpy, or D2H on the copier's stream); each chunk is
-    // hashed and each payload chunk sent to the successors as soon as it has landed.
-    WriteView own = own_.begin_write(step, epoch);
-    std::vector<std::span<std::byte>> destinations;
+    // A payload chunk is hashed as soon as it and every chunk before it in its buffer arrived
+    // (chunks of one buffer come in order on one tag, but complete in any order).
+    std::map<std::pair<SnapshotStore*, std::size_t>, std::size_t> next_hash;
+    std::map<std::pair<SnapshotStore*, std::size_t>, std::map<std::size_t, std::size_t>> ready;
+    const auto on_completed = [&](const std::vector<std::size_t>& done) {
+        for (const std::size_t t : done) {
+            if (t >= incoming.size() || incoming[t].store == nullptr) continue;  // a send
+            if (via_landing) continue;  // hashed at the copy below
+            const Incoming& in = incoming[t];
+            const auto key = std::make_pair(in.store, in.buffer);
+            ready[key][in.offset] = in.bytes;
+            auto& cursor = next_hash[key];
+            auto& waiting = ready[key];
+            for (auto it = waiting.find(cursor); it != waiting.end(); it = waiting.find(cursor)) {
+                in.store->note_written(in.buffer, it->first, it->second);
+                // Hashed right after this thread's MPI progress wrote it: from cache if small.
+                if (it->second <= kCacheResidentBytes) timing.hashed_in_cache_bytes += it->second;
+                else timing.holder_touched_bytes += it->second;
+                cursor += it->second;
+                waiting.erase(it);
+            }
+        }
+    };
+    double progress_seconds = 0, progress_cpu = 0;  // inside the copy loop, not the copy's
+    const auto progress = [&] {
+        const auto t = Clock::now();
+        const double c = thread_cpu_seconds();
+        on_completed(transfers.test_some("replication", &aborted_));
+        progress_seconds += seconds_since(t);
+        progress_cpu += thread_cpu_seconds() - c;
+    };
+
+    // The rest of the transfers: test, hash what arrived, sleep a little longer each time
+    // nothing did (Backoff): this thread never spins a core the step could use.
+    const auto drain = [&] {
+        if (setup_.during_replication) setup_.during_replication(step);
+        Backoff backoff;
+        while (!transfers.done()) {
+            const auto done = transfers.test_some("replication", &aborted_);
+            if (done.empty()) {
+                backoff.sleep();
+                continue;
+            }
+            backoff.reset();
+            on_completed(done);
+        }
+        if (timing.sent_bytes > 0) timing.replication_seconds = seconds_since(first_send);
+        if (aborted_)
+            throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, "replication", comm_.name(),
+                              world_rank(), "cancelled by a failure elsewhere");
+    };
+    const std::size_t piece_bytes = std::min(chunk, kCacheResidentBytes);
+    const auto commit_held = [&] {
+        for (std::size_t p = 0; p < held_stores.size(); ++p) {
+            if (held_stores[p] == nullptr) continue;
+            SnapshotStore& store = *held_stores[p];
+            if (via_landing) {
+                const WriteView view = store.begin_write(step, epoch);
+                std::size_t base = 0;
+                for (std::size_t b = 0; b < view.buffers.size(); ++b) {
+                    const auto& buffer = view.buffers[b];
+                    for (std::size_t off = 0; off < buffer.bytes.size(); off += piece_bytes) {
+                        const std::size_t n = std::min(piece_bytes, buffer.bytes.size() - off);
+                        std::memcpy(buffer.bytes.data() + off, landing_[p].data() + base + off, n);
+                        store.note_written(b, off, n);
+                    }
+                    base += buffer.bytes.size();
+                    timing.holder_touched_bytes += 2 * buffer.bytes.size();  // landing -> slot
+                    timing.hashed_in_cache_bytes += buffer.bytes.size();
+                }
+            }
+            store.commit();
+        }
+    };
+    const auto finish = [&] {
+        timing.seconds = seconds_since(start);
+        timing.cpu_seconds = thread_cpu_seconds() - cpu_start;
+        last_ = timing;
+        accumulate(total_, timing);
+        ++count_;
+    };
+
+    // Own snapshot: one pass per piece that copies it (memcpy, or D2H on the copier's stream)
+    // and hashes it while it is in cache; a payload message is sent from the staging slot as
+    // soon as its last piece landed, and MPI is progressed after every piece so that sends and
+    // receives move while the copy runs, not after it.
+    const auto copy_start = Clock::now();
+    const double copy_cpu_start = thread_cpu_seconds();
     std::vector<int> payload_tag;  // per region: its index in the payload, -1 if not sent
     int next_tag = 0;
-    for (std::size_t b = 0; b < setup_.regions.size(); ++b) {
-        destinations.push_back(own.buffers[b].bytes);
+    for (std::size_t b = 0; b < setup_.regions.size(); ++b)
         payload_tag.push_back(setup_.regions[b].replicate ? next_tag++ : -1);
+    std::vector<const RingPeer*> receivers;  // the successors this snapshot sends to
+    for (std::size_t s = 0; s < setup_.successors.size(); ++s)
+        if (wanted(scope.send_to, s)) receivers.push_back(&setup_.successors[s]);
+    if (!scope.own) {
+        // The own store holds `step` already (a repair's survivor): send the payload to the
+        // successors that lack it from that committed slot, verified, without copying.
+        if (!receivers.empty()) {
+            const SnapshotView have = own_->committed(step);
+            if (!have.ok) throw Error("protection: own snapshot of step " + std::to_string(step) +
+                                      " to send is not there: " + have.problem);
+            for (std::size_t b = 0; b < setup_.regions.size(); ++b) {
+                if (payload_tag[b] < 0) continue;
+                const auto bytes = have.buffers[b].bytes;
+                for (std::size_t off = 0; off < bytes.size(); off += chunk)
+                    for (const RingPeer* succ : receivers) {
+                        if (timing.sent_bytes == 0) first_send = Clock::now();
+                        const std::size_t n = std::min(chunk, bytes.size() - off);
+                        transfers.send(bytes.data() + off, n, succ->rank, payload_tag[b]);
+                        incoming.push_back({nullptr, 0, 0, 0});
+                        timing.sent_bytes += n;
+                        timing.sender_touched_bytes += n;
+                    }
+            }
+        }
+        drain();
+        commit_held();
+        finish();
+        return;
     }
-    const auto chunks = plan_save(*setup_.copier, destinations, chunk);
+    WriteView own = own_->begin_write(step, epoch);
+    std::vector<std::span<std::byte>> destinations;
+    for (std::size_t b = 0; b < setup_.regions.size(); ++b) destinations.push_back(own.buffers[b].bytes);
+    // Host state: pieces small enough to stay in cache between copy and hash. A device copier's
+    // D2H lands by DMA (not in this core's cache): pieces of a message, one event each.
+    const bool host_copier = std::string_view(setup_.copier->kind()) == "host";
+    const std::size_t piece = host_copier ? piece_bytes : chunk;
+    const auto pieces = plan_pieces(*setup_.copier, destinations, chunk, piece);
+    std::vector<SaveChunk> chunks;
+    chunks.reserve(pieces.size());
+    for (const Piece& p : pieces) chunks.push_back(p.chunk);
     setup_.copier->save(
         chunks,
         [&](std::size_t i) {
-            const SaveChunk& c = chunks[i];
-            own_.note_written(c.region, c.offset, c.bytes);
+            const Piece& p = pieces[i];
+            const SaveChunk& c = p.chunk;
+            own_->note_written(c.region, c.offset, c.bytes);
             timing.copied_bytes += c.bytes;
-            if (payload_tag[c.region] < 0) return;
-            for (const auto& succ : setup_.successors) {
-                transfers.send(c.dst, c.bytes, succ.rank, payload_tag[c.region]);
-                timing.sent_bytes += c.bytes;
+            timing.sender_touched_bytes += 2 * c.bytes;  // the copy reads live, writes the slot
+            if (host_copier && c.bytes <= kCacheResidentBytes) timing.hashed_in_cache_bytes += c.bytes;
+            else timing.sender_touched_bytes += c.bytes;  // the hash reads it back from memory
+            if (payload_tag[c.region] >= 0 && p.ends_message) {
+                std::byte* message = destinations[c.region].data() + p.message_offset;
+                const std::size_t bytes = c.offset + c.bytes - p.message_offset;
+                for (const RingPeer* succ : receivers) {
+                    if (timing.sent_bytes == 0) first_send = Clock::now();
+                    transfers.send(message, bytes, succ->rank, payload_tag[c.region]);
+                    incoming.push_back({nullptr, 0, 0, 0});
+                    timing.sent_bytes += bytes;
+                    timing.sender_touched_bytes += bytes;  // MPI reads the slot
+                }
             }
+            if (!transfers.done()) progress();
         },
         &aborted_);
-    if (setup_.during_replication) setup_.during_replication(step);
-
-    transfers.wait("replication", &aborted_);
-    for (std::size_t p = 0; p < setup_.predecessors.size(); ++p) {
-        SnapshotStore& store = held_.at(setup_.predecessors[p].role_key);
-        WriteView view = store.begin_write(step, epoch);
-        std::size_t base = 0;
-        for (const auto& buffer : view.buffers) {
-            std::memcpy(buffer.bytes.data(), landing_[p].data() + base, buffer.bytes.size());
-            base += buffer.bytes.size();
-        }
-        store.commit();
-    }
-    own_.commit();
-    timing.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    last_ = timing;
+    timing.copy_seconds = seconds_since(copy_start) - progress_seconds;
+    timing.copy_cpu_seconds = thread_cpu_seconds() - copy_cpu_start - progress_cpu;
+    drain();
+    commit_held();
+    own_->commit();
+    finish();
 }
 
 }  // namespace flashrec::ft

@@ -351,15 +351,47 @@ HeaderRead read_header(const SlotSource& source, int slot) {
     return read;
 }
 
-// Checks every buffer of a committed slot against its checksum; on success fills `view`.
-// Returns the problem otherwise.
+// Where a read copies the buffers it verifies (empty: nowhere, verification only).
+using CopyOut = std::span<const std::span<std::byte>>;
+
+// The checksum of `bytes`, copying them to `to` in the same pass when `to` is given: piece by
+// piece, each hashed from cache right after it was copied, so the source is read once.
+std::uint64_t checksum_copying(const std::byte* bytes, std::size_t n, std::byte* to) {
+    if (to == nullptr) return checksum(bytes, n);
+    constexpr std::size_t kPiece = 256 << 10;
+    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+    if (!state) throw std::bad_alloc();
+    XXH3_64bits_reset(state.get());
+    for (std::size_t off = 0; off < n; off += kPiece) {
+        const std::size_t m = std::min(kPiece, n - off);
+        std::memcpy(to + off, bytes + off, m);
+        XXH3_64bits_update(state.get(), to + off, m);
+    }
+    return XXH3_64bits_digest(state.get());
+}
+
+// Checks every buffer of a committed slot against its checksum (copying it to `copy_out[i]` in
+// the same pass when given); on success fills `view`. Returns the problem otherwise.
 std::optional<std::string> verify_buffers(const SlotSource& source, int slot,
-                                          const HeaderRead& header, SnapshotView& view) {
+                                          const HeaderRead& header, SnapshotView& view,
+                                          CopyOut copy_out = {}) {
     const std::byte* base = source.segment->data();
     const std::string prefix = "slot " + std::to_string(slot);
+    if (!copy_out.empty() && copy_out.size() != header.entries.size())
+        return prefix + " has " + std::to_string(header.entries.size()) + " buffers, " +
+               std::to_string(copy_out.size()) + " destinations were given";
     std::vector<BufferView> buffers;
     for (const EntryCopy& entry : header.entries) {
-        const std::uint64_t computed = checksum(base + entry.offset, entry.bytes);
+        std::byte* to = nullptr;
+        if (!copy_out.empty()) {
+            const auto& dst = copy_out[buffers.size()];
+            if (dst.size() != entry.bytes)
+                return prefix + ": buffer " + in_quotes(entry.name) + " has " +
+                       std::to_string(entry.bytes) + " bytes, its destination " +
+                       std::to_string(dst.size());
+            to = dst.data();
+        }
+        const std::uint64_t computed = checksum_copying(base + entry.offset, entry.bytes, to);
         if (computed != entry.checksum)
             return prefix + ": buffer " + in_quotes(entry.name) + " checksum mismatch (stored " +
                    checksum_hex(entry.checksum) + ", computed " + checksum_hex(computed) + ")";
@@ -400,13 +432,14 @@ std::string joined_status(const SnapshotView& view) {
 }
 
 // The newest verified version among both slots (step == nullopt), or the version of `step`.
-SnapshotView read_version(const std::array<SlotSource, 2>& sources, std::optional<std::int64_t> step) {
+SnapshotView read_version(const std::array<SlotSource, 2>& sources, std::optional<std::int64_t> step,
+                          CopyOut copy_out = {}) {
     const std::array<HeaderRead, 2> headers{read_header(sources[0], 0), read_header(sources[1], 1)};
     SnapshotView view;
     view.slot_status = {headers[0].status, headers[1].status};
     for (const int slot : newest_first(headers)) {
         if (step && headers[slot].step != *step) continue;
-        if (auto problem = verify_buffers(sources[slot], slot, headers[slot], view)) {
+        if (auto problem = verify_buffers(sources[slot], slot, headers[slot], view, copy_out)) {
             view.slot_status[slot] = *problem;
             continue;
         }
@@ -776,6 +809,11 @@ SnapshotView SnapshotStore::committed(std::int64_t step) const {
     return read_version(sources_of(slots_), step);
 }
 
+SnapshotView SnapshotStore::copy_committed(std::int64_t step,
+                                           std::span<const std::span<std::byte>> destinations) const {
+    return read_version(sources_of(slots_), step, destinations);
+}
+
 SnapshotStatus SnapshotStore::verify(std::optional<std::int64_t> step) const {
     return status_only(read_version(sources_of(slots_), step));
 }
@@ -813,6 +851,11 @@ SnapshotView SnapshotReader::newest_committed() const {
 
 SnapshotView SnapshotReader::committed(std::int64_t step) const {
     return read_version(sources_of(job_, role_key_, slots_), step);
+}
+
+SnapshotView SnapshotReader::copy_committed(std::int64_t step,
+                                            std::span<const std::span<std::byte>> destinations) const {
+    return read_version(sources_of(job_, role_key_, slots_), step, destinations);
 }
 
 SnapshotStatus SnapshotReader::verify(std::optional<std::int64_t> step) const {

@@ -145,6 +145,7 @@ const std::vector<Field<Protection>>& protection_fields() {
         {.key = "replicas", .member = &Protection::replicas, .min = 0},  // >= 1 when enabled
         {.key = "placement", .member = &Protection::placement, .choices = kProtectionPlacements},
         {.key = "chunk_bytes", .member = &Protection::chunk_bytes, .min = 1, .size = true},
+        {.key = "thread_nice", .member = &Protection::thread_nice, .min = 0, .max = 19},
     };
     return fields;
 }

@@ -47,6 +47,10 @@ void Runtime::Impl::Timeline::mark(const std::string& phase) {
     const auto now = Clock::now();
     phases.emplace_back(phase, ms_between(last, now));
     last = now;
+    if (phase == "resumed")
+        in_loop_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
     if (debug) std::fprintf(stderr, "flashrec[pid %d]: recovery phase %s done\n", static_cast<int>(getpid()), phase.c_str());
 }
 
@@ -233,13 +237,23 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         return;
     }
     // Survivors: own state back to version R (a memcpy from node-local shared memory; device
-    // buffers: H2D on the GPU path) ...
-    auto own_reader = std::make_unique<ft::SnapshotReader>(cfg.job.name, store_prefix() + me);
-    const ft::SnapshotReader& own = *own_reader;
-    // Device buffers are sent from this snapshot (MPI cannot read device memory here), so it
-    // must outlive a send of a failed epoch, like the held views below.
-    if (has_device_buffers()) retired_readers.push_back(std::move(own_reader));
-    const ft::SnapshotView mine = own.committed(plan.version);
+    // buffers: H2D on the GPU path) ... from the store this process keeps mapped when it has
+    // one (no page faults), else from the segments as they are. Either stays mapped while a
+    // send of a failed epoch may still read it (retired_stores, retired_readers).
+    // Host state is copied back in the pass that verifies it (the version is read once).
+    const auto committed_in = [&](const std::string& key, std::span<const std::span<std::byte>> into) {
+        if (auto store = stores->find(key)) {
+            retired_stores.push_back(store);
+            return into.empty() ? store->committed(plan.version) : store->copy_committed(plan.version, into);
+        }
+        retired_readers.push_back(std::make_unique<ft::SnapshotReader>(cfg.job.name, key));
+        const ft::SnapshotReader& reader = *retired_readers.back();
+        return into.empty() ? reader.committed(plan.version) : reader.copy_committed(plan.version, into);
+    };
+    std::vector<std::span<std::byte>> live;
+    if (!has_device_buffers())
+        for (const auto& b : buffers) live.emplace_back(static_cast<std::byte*>(b.data), b.bytes);
+    const ft::SnapshotView mine = committed_in(store_prefix() + me, live);
     if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
     std::vector<std::size_t> device_buffers;
     std::vector<std::span<const std::byte>> device_sources;
@@ -249,7 +263,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
             device_sources.push_back(mine.buffers[b].bytes);
             continue;
         }
-        std::memcpy(buffers[b].data, mine.buffers[b].bytes.data(), buffers[b].bytes);
+        if (live.empty()) std::memcpy(buffers[b].data, mine.buffers[b].bytes.data(), buffers[b].bytes);
     }
     restore_device_buffers(device_buffers, device_sources);
 
@@ -270,10 +284,8 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         }
         if (rep.payload_from == role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
-            // Kept beyond this call: a send may outlive a failed epoch (see retired).
-            retired_readers.push_back(std::make_unique<ft::SnapshotReader>(
-                cfg.job.name, store_prefix() + ft::peer_role_key(owner, me)));
-            held_views.push_back(retired_readers.back()->committed(plan.version));
+            // Sent straight from the held slot; kept beyond this call (see retired).
+            held_views.push_back(committed_in(store_prefix() + ft::peer_role_key(owner, me), {}));
             const auto& view = held_views.back();
             if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
             // The payload holds the sharded and envelope buffers, in registration order.
@@ -341,28 +353,69 @@ void Runtime::Impl::finish_recovery() {
 void Runtime::Impl::emit_recovery_record() {
     timeline.mark("first_step");
     const auto& plan = *last_plan;
-    if (role_index == 0) {
-        nlohmann::json failed = nlohmann::json::array(), phases = nlohmann::json::object();
-        for (int r : plan.dead_roles) failed.push_back(topology::role_key(topology::coord_of(shape, r)));
-        double total = 0;
-        for (const auto& [name, ms] : timeline.phases) {
-            phases[name] = std::round(ms * 1000) / 1000;
-            total += ms;
-        }
-        std::size_t bytes = 0;
-        for (const auto& b : buffers) bytes += b.bytes;
-        const nlohmann::json record = {
-            {"event", "recovery"}, {"tier", tier}, {"epoch", epoch}, {"failed_roles", failed},
-            {"replacement", replacement_kind}, {"recovery_version", plan.version},
-            {"resume_step", plan.version}, {"steps_replayed", plan.steps_replayed},
-            {"bytes_restored_per_replacement", bytes}, {"phases_ms", phases},
-            {"total_ms", std::round(total * 1000) / 1000},
-            {"failure_noticed_unix_us", timeline.noticed_unix_us}};
-        // One line on stderr for runs without the launcher; the launcher's event log gets it too.
-        std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
-        std::fflush(stderr);
-        send_event(record);
+    // Every rank's timeline to role 0: which rank was slow, and the detection time even when
+    // role 0 is a replacement that noticed nothing. One small collective, after the first step.
+    nlohmann::json mine = nlohmann::json::object();
+    for (const auto& [name, ms] : timeline.phases) mine[name] = std::round(ms * 1000) / 1000;
+    const nlohmann::json own = {{"role", topology::role_key(coord())},
+                                {"phases_ms", mine},
+                                {"noticed_unix_us", timeline.noticed_unix_us},
+                                {"in_loop_unix_us", timeline.in_loop_unix_us}};
+    std::vector<std::string> gathered;
+    guarded([&] { gathered = ft::allgather_strings(work, own.dump()); });
+    timeline.noticed_unix_us = 0;
+    timeline.in_loop_unix_us = 0;
+    if (abandoned || role_index != 0) {
+        last_plan.reset();
+        return;
     }
+    nlohmann::json failed = nlohmann::json::array(), by_role = nlohmann::json::object(),
+                   max_phase = nlohmann::json::object();
+    for (int r : plan.dead_roles) failed.push_back(topology::role_key(topology::coord_of(shape, r)));
+    std::int64_t noticed = 0, in_loop = 0;
+    std::string slowest;
+    double slowest_ms = -1;
+    for (const auto& text : gathered) {
+        const auto rank = nlohmann::json::parse(text);
+        const std::string role = rank.at("role");
+        by_role[role] = rank.at("phases_ms");
+        double repair = 0;  // this rank's phases up to "resumed": its own time to the loop
+        for (const auto& [name, ms] : rank.at("phases_ms").items()) {
+            const double v = ms.get<double>();
+            if (!max_phase.contains(name) || max_phase[name].get<double>() < v) max_phase[name] = v;
+            if (name != "first_step") repair += v;
+        }
+        if (repair > slowest_ms) slowest_ms = repair, slowest = role;
+        const std::int64_t n = rank.at("noticed_unix_us"), l = rank.at("in_loop_unix_us");
+        if (n > 0 && (noticed == 0 || n < noticed)) noticed = n;
+        in_loop = std::max(in_loop, l);
+    }
+    double total = 0;
+    for (const auto& [name, ms] : timeline.phases) total += ms;
+    std::size_t bytes = 0;
+    for (const auto& b : buffers) bytes += b.bytes;
+    nlohmann::json record = {
+        {"event", "recovery"}, {"tier", tier}, {"epoch", epoch}, {"failed_roles", failed},
+        {"replacement", replacement_kind}, {"recovery_version", plan.version},
+        {"resume_step", plan.version}, {"steps_replayed", plan.steps_replayed},
+        {"bytes_restored_per_replacement", bytes},
+        // Role 0's phases and their sum, as before; every rank's below.
+        {"phases_ms", mine}, {"total_ms", std::round(total * 1000) / 1000},
+        {"phases_ms_by_role", by_role},
+        {"phases_ms_max", max_phase},  // per phase, the slowest rank's
+        {"slowest_role", slowest},     // the rank that took longest to get back to the loop
+        {"phases_ms_slowest", by_role.value(slowest, nlohmann::json::object())},
+        // The first rank to notice the failure (any survivor, whichever role was replaced).
+        {"failure_noticed_unix_us", noticed},
+        // When the last rank was back in the step loop with its state restored.
+        {"back_in_loop_unix_us", in_loop},
+        {"first_step_ms", max_phase.value("first_step", 0.0)}};
+    if (noticed > 0 && in_loop > noticed)
+        record["notice_to_loop_ms"] = std::round(static_cast<double>(in_loop - noticed)) / 1e3;
+    // One line on stderr for runs without the launcher; the launcher's event log gets it too.
+    std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
+    std::fflush(stderr);
+    send_event(record);
     last_plan.reset();
 }
 

@@ -485,11 +485,11 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     std::vector<ft::ProtectedRegion> regions;
     for (const auto& b : buffers)
         regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
-    std::shared_ptr<ft::RegionCopier> device_copier;
 #if FLASHREC_WITH_CUDA
-    if (has_device_buffers()) {
-        // One per Protection: it pins this Protection's mapping of the staging slots, and
-        // Protection destroys it before unmapping them.
+    if (has_device_buffers() && !device_copier) {
+        // Kept across repairs like the own store it pins (StorePool keeps it mapped while this
+        // process has its role), and used by one Protection at a time: an aborted one's thread
+        // is joined before the next starts.
         std::vector<ft::LiveRegion> live;
         for (const auto& b : buffers) live.push_back({b.data, b.bytes});
         gpu::DeviceSnapshotCopier::Options options;
@@ -497,8 +497,6 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         device_copier = std::make_shared<gpu::DeviceSnapshotCopier>(std::move(live), options);
     }
 #endif
-    // Ring successors must know the size of what they will hold for each predecessor.
-    const auto payloads = ft::allgather_strings(work, serialize(ft::payload_layout(regions)));
     const bool node_aware = cfg.protection.placement == "node-aware";
     const int k = cfg.protection.replicas;
     ft::ProtectionSetup setup;
@@ -514,34 +512,74 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     }
     setup.store_prefix = store_prefix();
     setup.role_key = topology::role_key(coord());
-    setup.regions = std::move(regions);
     setup.chunk_bytes = static_cast<std::size_t>(cfg.protection.chunk_bytes);
-    for (int r : topology::ring_successors(shape, role_index, k, node_of_role, node_aware))
-        setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
+    const auto successors = topology::ring_successors(shape, role_index, k, node_of_role, node_aware);
     held_roles = topology::ring_predecessors(shape, role_index, k, node_of_role, node_aware);
-    for (int r : held_roles)
+
+    // What this process's stores hold already: after a repair, every store whose (owner,
+    // holder) pair survived holds the recovered version (headers only: cheap). The first
+    // snapshot then makes only what is missing. Ring successors learn it, and the size of what
+    // they will hold for each predecessor, in one allgather.
+    const auto holds = [&](const std::string& key) {
+        const auto steps = ft::SnapshotReader(cfg.job.name, key).committed_steps();
+        return std::find(steps.begin(), steps.end(), version) != steps.end();
+    };
+    const std::string own_key = setup.store_prefix + setup.role_key;
+    ft::SnapshotScope scope;
+    scope.own = !holds(own_key);
+    std::vector<std::string> keys{own_key};
+    std::string have;  // the owners whose payload at `version` this process holds: "3,5,"
+    for (int r : held_roles) {
+        keys.push_back(setup.store_prefix +
+                       ft::peer_role_key(topology::role_key(topology::coord_of(shape, r)), setup.role_key));
+        const bool held = holds(keys.back());
+        scope.receive_from.push_back(!held);
+        if (held) have += std::to_string(r) + ",";
+    }
+    const auto gathered =
+        ft::allgather_strings(work, have + "\n" + serialize(ft::payload_layout(regions)));
+    for (int r : successors) {
+        const std::string& theirs = gathered[static_cast<size_t>(r)];
+        const std::string list = "," + theirs.substr(0, theirs.find('\n'));
+        scope.send_to.push_back(list.find("," + std::to_string(role_index) + ",") == std::string::npos);
+        setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
+    }
+    for (int r : held_roles) {
+        const std::string& theirs = gathered[static_cast<size_t>(r)];
         setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)),
-                                      deserialize(payloads[static_cast<size_t>(r)])});
+                                      deserialize(theirs.substr(theirs.find('\n') + 1))});
+    }
+    // Stores of pairs that no longer exist are unmapped once transfers of the aborted epoch
+    // cannot touch them any more (with `retired`); their segments stay until the job ends.
+    for (auto& dropped : stores->keep_only(keys)) retired_stores.push_back(std::move(dropped));
+    setup.regions = std::move(regions);
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
-    setup.copier = std::move(device_copier);  // null: Protection copies host buffers with memcpy
+    setup.copier = device_copier;  // null: Protection copies host buffers with memcpy
+    setup.after_abort = !retired.empty();  // its matched receives may still write
+    setup.thread_nice = cfg.protection.thread_nice;
+    setup.pool = stores;
+    // A repair (in-job or a warm relaunch: a plan is being adopted) makes the stores of new
+    // pairs on the protection thread, off the way back into the loop; a job's start makes
+    // them here, so that a /dev/shm too small fails before the first step.
+    setup.open_new_stores_in_background = last_plan.has_value();
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
-        const std::size_t own = protection->own().bytes(), total = protection->host_bytes();
-        std::size_t payload = 0;
-        for (const auto& p : protection->setup().predecessors)
-            for (const auto& b : p.payload) payload += b.bytes;
+        // From the layouts: after a warm relaunch the stores are opened in the background.
+        const auto& made = protection->setup();
+        const std::size_t own = 2 * ft::snapshot_segment_bytes(ft::full_layout(made.regions));
+        std::size_t total = own;
+        for (const auto& p : made.predecessors) total += 2 * ft::snapshot_segment_bytes(p.payload);
         char line[256];
         std::snprintf(line, sizeof line,
                       "protection: %.3f MiB of host memory for role 0 = 2 x %.3f MiB own snapshot + "
-                      "2 x %.3f MiB replicas of %zu predecessor(s) (k=%d) in /dev/shm + %.3f MiB "
-                      "landing buffer",
-                      mib(total), mib(own / 2), mib((total - own - payload) / 2),
-                      protection->setup().predecessors.size(), k, mib(payload));
+                      "2 x %.3f MiB replicas of %zu predecessor(s) (k=%d) in /dev/shm",
+                      mib(total), mib(own / 2), mib((total - own) / 2),
+                      protection->setup().predecessors.size(), k);
         log(line);
     }
     // A snapshot of device state waits (on the GPU) for the work enqueued so far.
     if (has_device_buffers()) protection->setup().copier->state_ready(compute_stream);
-    protection->start_snapshot(version, epoch);
+    protection->start_snapshot(version, epoch, std::move(scope));
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(checkpoint_comm));
     else checkpointer = std::make_unique<runtime::Checkpointer>(cfg, buffers, checkpoint_identity(),
                                                                 std::move(checkpoint_comm));
@@ -552,7 +590,8 @@ runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
     return {shape, role_index, key, store_prefix() + key, epoch};
 }
 
-void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot) {
+void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
+                                   const ft::SnapshotTiming& totals, std::size_t snapshots) {
     auto median = [](std::vector<double> v) {
         if (v.empty()) return 0.0;
         std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
@@ -560,6 +599,13 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     };
     double waited = 0;
     for (double w : stats.exposed_wait_ms) waited += w;
+    const auto per = [&](double sum) { return snapshots ? sum / static_cast<double>(snapshots) : 0.0; };
+    const auto rate = [](std::size_t bytes, double seconds) {
+        return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
+    };
+    const auto ratio = [](std::size_t a, std::size_t b) {
+        return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
     std::size_t state = 0;
     for (const auto& b : buffers) state += b.bytes;
     const nlohmann::json record = {
@@ -574,7 +620,17 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
         {"shm_bytes", shm_bytes},
         {"snapshot_ms", snapshot.seconds * 1e3},
         {"snapshot_copied_bytes", snapshot.copied_bytes},
-        {"snapshot_sent_bytes", snapshot.sent_bytes}};
+        {"snapshot_sent_bytes", snapshot.sent_bytes},
+        // Over every snapshot of this run (the sums in SnapshotTiming's terms).
+        {"snapshots", snapshots},
+        {"snapshot_mean_ms", per(totals.seconds * 1e3)},
+        {"snapshot_cpu_ms", per(totals.cpu_seconds * 1e3)},
+        {"snapshot_copy_GBps", rate(totals.copied_bytes, totals.copy_seconds)},
+        {"snapshot_copy_cpu_GBps", rate(totals.copied_bytes, totals.copy_cpu_seconds)},
+        {"replication_GBps", rate(totals.sent_bytes, totals.replication_seconds)},
+        {"sender_touched_per_byte", ratio(totals.sender_touched_bytes, totals.copied_bytes)},
+        {"holder_touched_per_byte", ratio(totals.holder_touched_bytes, totals.received_bytes)},
+        {"hashed_in_cache_per_byte", ratio(totals.hashed_in_cache_bytes, totals.copied_bytes)}};
     std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
     send_event(record);
 }
@@ -597,8 +653,10 @@ void Runtime::Impl::finish_loop() {
     });
     const std::size_t shm_bytes = protection ? protection->host_bytes() : 0;
     const auto snapshot = protection ? protection->last_snapshot() : ft::SnapshotTiming{};
+    const auto totals = protection ? protection->total_snapshots() : ft::SnapshotTiming{};
+    const std::size_t snapshots = protection ? protection->snapshot_count() : 0;
     protection.reset();
-    if (!abandoned && role_index == 0) emit_job_stats(shm_bytes, snapshot);
+    if (!abandoned && role_index == 0) emit_job_stats(shm_bytes, snapshot, totals, snapshots);
     if (!abandoned && role_index == 0) {
         try {
             spares::release(universe, spare_ranks);
@@ -952,6 +1010,7 @@ bool Step::begin_update() {
         if (!im.retired.empty() && ++im.clean_steps >= 3) {
             im.retired.clear();  // transfers of an aborted epoch are long over
             im.retired_readers.clear();
+            im.retired_stores.clear();
             im.staging.clear();
         }
     });

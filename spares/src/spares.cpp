@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include <chrono>
+
 #include "flashrec/errors.hpp"
 
 namespace flashrec::spares {
@@ -11,17 +13,27 @@ constexpr int kReleaseTag = 0x5e1;
 }
 
 Wake park(const ft::Comm& universe) {
-    int message = 0;
+    // Not a blocking MPI_Recv: with ob1/tcp it busy-polls a core for the whole job, a core the
+    // trainer's ranks on this node need. Test, then sleep (up to 1 ms, the latency it adds to
+    // a recovery's wake-up). A failure leaves the request pending on the revoked communicator,
+    // on purpose: neither cancelled nor freed (an error on a freed request aborts the process
+    // under ob1), hence the static buffer it may still own.
+    static int message = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    ft::check(MPI_Irecv(&message, 1, MPI_INT, MPI_ANY_SOURCE, kReleaseTag, universe.get(), &request),
+              "MPI_Irecv(parked spare)", universe);
+    ft::Backoff backoff(std::chrono::microseconds(50), std::chrono::milliseconds(1));
     try {
-        ft::check(MPI_Recv(&message, 1, MPI_INT, MPI_ANY_SOURCE, kReleaseTag, universe.get(),
-                           MPI_STATUS_IGNORE),
-                  "MPI_Recv(parked spare)", universe);
+        for (;;) {
+            int done = 0;
+            ft::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(parked spare)", universe);
+            if (done) return Wake::released;
+            backoff.sleep();
+        }
     } catch (const ProcessFailure&) {
-        return Wake::recovery;
     } catch (const CommRevoked&) {
-        return Wake::recovery;
     }
-    return Wake::released;
+    return Wake::recovery;
 }
 
 void release(const ft::Comm& universe, const std::vector<int>& spare_ranks) {

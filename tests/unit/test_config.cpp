@@ -206,7 +206,8 @@ TEST_CASE("omitted sections and keys keep their defaults") {
         CHECK(c.protection.enabled);
         CHECK(c.protection.replicas == 1);
         CHECK(c.protection.placement == "node-aware");
-        CHECK(c.protection.chunk_bytes == 4 << 20);
+        CHECK(c.protection.chunk_bytes == 256 << 10);
+        CHECK(c.protection.thread_nice == 19);
         CHECK((c.checkpoint.dir.empty() && c.checkpoint.every_steps == 0 && c.checkpoint.keep == 2));
         CHECK((c.detection.heartbeat_ms == 100 && c.detection.hang_timeout_ms == 10000));
         CHECK((c.detection.bind == "127.0.0.1" && c.detection.port == 0 && !c.detection.metrics));

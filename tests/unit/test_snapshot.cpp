@@ -574,3 +574,39 @@ TEST_CASE("an impossible size throws a clear error and leaves no segment behind"
     }
     CHECK(list_segments(job.name()).empty());
 }
+
+TEST_CASE("copy_committed copies a version in the pass that verifies it, and refuses a corrupt one") {
+    ScratchJob job;
+    SnapshotStore store(job.name(), kRole, small_layout());
+    write_step(store, 1);
+    const WriteView second = store.begin_write(2, 0);
+    fill(second);
+    store.commit();
+
+    // A buffer of several 256 KiB pieces exercises the piecewise copy and hash.
+    const SnapshotLayout big = {{"a", 700000}, {"b", 3}};
+    ScratchJob big_job;
+    SnapshotStore big_store(big_job.name(), kRole, big);
+    write_step(big_store, 5);
+    std::vector<std::vector<std::byte>> big_out{std::vector<std::byte>(700000), std::vector<std::byte>(3)};
+    std::vector<std::span<std::byte>> big_dst{big_out[0], big_out[1]};
+    const SnapshotView copied = big_store.copy_committed(5, big_dst);
+    REQUIRE(copied.ok);
+    for (std::size_t b = 0; b < big_out.size(); ++b)
+        for (std::size_t p = 0; p < big_out[b].size(); ++p) REQUIRE(big_out[b][p] == pattern(5, b, p));
+    const SnapshotReader reader(big_job.name(), kRole);
+    CHECK(reader.copy_committed(5, big_dst).ok);
+
+    std::vector<std::vector<std::byte>> small_out;
+    std::vector<std::span<std::byte>> small_dst;
+    for (const auto& b : small_layout()) small_out.emplace_back(b.bytes);
+    for (auto& v : small_out) small_dst.emplace_back(v);
+    second.buffer("adam_v")[999] ^= std::byte{0x01};  // a stray write into committed memory
+    const SnapshotView corrupt = store.copy_committed(2, small_dst);
+    CHECK_FALSE(corrupt.ok);
+    CHECK(contains(corrupt.problem, "buffer 'adam_v' checksum mismatch"));
+    CHECK(store.copy_committed(1, small_dst).ok);
+
+    std::vector<std::span<std::byte>> wrong{small_dst[0]};
+    CHECK_FALSE(store.copy_committed(1, wrong).ok);
+}

@@ -66,6 +66,22 @@ void check(int rc, const char* operation, MPI_Comm comm, const std::string& comm
 void check_requests(int rc, const MPI_Status* statuses, int count, const char* operation,
                     const Comm& comm);
 
+// How a thread waits for MPI without spinning: Open MPI's blocking calls busy-poll a core for
+// as long as they wait (ob1/tcp has no blocking progress), so flashrec's waits test, then sleep
+// a little longer each time nothing happened (from `first` up to `cap`), and start short
+// again as soon as something did. The cap bounds the latency a sleep adds.
+class Backoff {
+public:
+    explicit Backoff(std::chrono::microseconds first = std::chrono::microseconds(20),
+                     std::chrono::microseconds cap = std::chrono::microseconds(500))
+        : first_(first), cap_(cap), next_(first) {}
+    void sleep();
+    void reset() { next_ = first_; }
+
+private:
+    std::chrono::microseconds first_, cap_, next_;
+};
+
 // Non-blocking transfers in flight on one communicator. wait() polls them (so a revoke ends
 // the wait) and checks that every receive got exactly the bytes it expected: after a revoke
 // Open MPI can report pending receives complete without their data (seen here), and a
@@ -78,12 +94,26 @@ public:
     // Throws ProcessFailure/CommRevoked/MpiError; `cancelled` (if given) is polled too and
     // turns into CommRevoked when it becomes true.
     void wait(const char* what, const std::atomic<bool>* cancelled = nullptr);
-    bool empty() const { return requests_.empty(); }
+    // Progresses MPI once without blocking and returns the indices (in the order of send() and
+    // receive() calls) of the transfers that completed now; a receive only if it got all its
+    // bytes (else it throws like wait()). Indices stay valid until wait() returns.
+    // Send requests are not freed as they complete, only all together once every transfer is
+    // done: ob1 may still report an error for a send that MPI already completed (its last
+    // fragment not yet through), and an error on a freed request aborts the process ("Send
+    // error after request freed", seen here with many small messages and a kill).
+    std::vector<std::size_t> test_some(const char* what, const std::atomic<bool>* cancelled = nullptr);
+    // Every transfer posted so far has completed (through test_some or wait).
+    bool done() const { return remaining_ == 0; }
+    bool empty() const { return transfers_ == 0; }
 
 private:
     const Comm& comm_;
-    std::vector<MPI_Request> requests_;
-    std::vector<long long> expected_;  // bytes per receive, -1 for a send
+    std::vector<MPI_Request> receives_, sends_;
+    std::vector<std::size_t> receive_index_, send_index_;  // their transfer indices
+    std::vector<long long> expected_;  // bytes per receive
+    std::size_t sends_done_ = 0;       // sends_[0, sends_done_) completed (not freed)
+    std::size_t transfers_ = 0;        // posted
+    std::size_t remaining_ = 0;        // not yet completed
 };
 
 // Every member's `mine`, in rank order of `comm` (collective).

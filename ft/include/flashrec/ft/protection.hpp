@@ -40,11 +40,57 @@ struct RingPeer {
     SnapshotLayout payload;      // a predecessor's payload layout (for successors: unused)
 };
 
-// How long the last snapshot took on the background thread, and what it moved.
+// How long the last snapshot took on the background thread, and what it moved. The *_touched
+// counters count every pass of the pipeline over a byte in memory (a read or a write), counted
+// where the pass happens, not estimated: a copy is a read and a write, a hash of bytes not
+// just written is a read, an MPI send reads, an MPI receive writes. A hash of at most
+// kCacheResidentBytes done right after the same thread wrote them reads them from cache and is
+// counted in hashed_in_cache_bytes instead.
 struct SnapshotTiming {
     double seconds = 0;
     std::size_t copied_bytes = 0;  // live state -> own snapshot
     std::size_t sent_bytes = 0;    // payload to ring successors (all of them)
+    std::size_t received_bytes = 0;  // predecessors' payloads held here
+    double cpu_seconds = 0;          // CPU time of the protection thread (CLOCK_THREAD_CPUTIME_ID)
+    double copy_seconds = 0;         // wall time of the copy+hash of the own state (without
+                                     // the MPI progress calls made between its pieces)
+    double copy_cpu_seconds = 0;     // the same on the thread's CPU clock: without the time
+                                     // the (nice) thread waited for a core
+    double replication_seconds = 0;  // first send posted -> every transfer complete
+    std::size_t sender_touched_bytes = 0;  // memory passes over the own state and its sends
+    std::size_t holder_touched_bytes = 0;  // memory passes over held payloads
+    std::size_t hashed_in_cache_bytes = 0;
+};
+
+// A hash of bytes this thread has just written, at most this many, reads them from cache.
+inline constexpr std::size_t kCacheResidentBytes = 256 << 10;
+
+// Snapshot stores kept mapped across Protection objects, so that a repair keeps what survived:
+// a store whose key (the (owner, holder) pair, on this node) and layout are asked for again is
+// handed back as it is, mapped and populated, with its committed versions. Thread-safe.
+class StorePool {
+public:
+    // The store `key` of `job`: the one kept here if its layout matches, else opened (or
+    // created: segments fallocated and pre-faulted) and kept.
+    std::shared_ptr<SnapshotStore> get(const std::string& job, const std::string& key,
+                                       const SnapshotLayout& layout);
+    // The store kept under `key`, or nullptr.
+    std::shared_ptr<SnapshotStore> find(const std::string& key) const;
+    // Forgets the stores whose keys are not in `keys` and returns them (their mappings may
+    // still be read by transfers of an aborted epoch: the caller keeps them a while).
+    std::vector<std::shared_ptr<SnapshotStore>> keep_only(const std::vector<std::string>& keys);
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::string, std::shared_ptr<SnapshotStore>> stores_;
+};
+
+// Which parts of snapshot `step` to make. A repair's first snapshot makes only what is
+// missing: surviving stores already hold the recovered version.
+struct SnapshotScope {
+    bool own = true;                 // copy the live state into the own store
+    std::vector<bool> send_to;       // per setup.successors: send the payload; empty: to all
+    std::vector<bool> receive_from;  // per setup.predecessors: receive; empty: from all
 };
 
 struct ProtectionSetup {
@@ -54,13 +100,28 @@ struct ProtectionSetup {
     std::vector<ProtectedRegion> regions;
     std::vector<RingPeer> successors;    // they keep my payload
     std::vector<RingPeer> predecessors;  // I keep theirs
-    std::size_t chunk_bytes = 4 << 20;
+    std::size_t chunk_bytes = 256 << 10;  // one replication message
     // Called by the background thread once its transfers are under way (fault injection).
     std::function<void(std::int64_t step)> during_replication;
     // Moves bytes between the live regions and host memory: memcpy when empty (host state),
     // gpu::DeviceSnapshotCopier for state on a GPU (cudaMemcpyAsync into pinned shm).
     std::shared_ptr<RegionCopier> copier;
+    // An earlier Protection of this process was aborted and is still kept alive: its matched
+    // receives may still write. The first kLandingSnapshotsAfterAbort snapshots receive into
+    // private landing buffers instead of the held slots (see Protection::snapshot).
+    bool after_abort = false;
+    // The protection thread's nice value (setpriority on the thread; 0: the trainer's).
+    int thread_nice = 0;
+    // Where the stores come from and stay between Protection objects (null: a private pool).
+    std::shared_ptr<StorePool> pool;
+    // Stores not yet in the pool are opened or created by the protection thread before its
+    // first snapshot (off a repair's critical path) instead of in the constructor.
+    bool open_new_stores_in_background = false;
 };
+
+// How many snapshots after an abort receive through landing buffers: the runtime drops the
+// aborted Protection after this many clean steps (Runtime's retired list).
+inline constexpr std::size_t kLandingSnapshotsAfterAbort = 3;
 
 class Protection {
 public:
@@ -70,8 +131,9 @@ public:
     Protection(const Protection&) = delete;
     Protection& operator=(const Protection&) = delete;
 
-    // Starts snapshot `step` (the state after step `step`) in the background.
-    void start_snapshot(std::int64_t step, std::int64_t epoch);
+    // Starts snapshot `step` (the state after step `step`) in the background; `scope` limits
+    // it to what is missing (a repair: see SnapshotScope).
+    void start_snapshot(std::int64_t step, std::int64_t epoch, SnapshotScope scope = {});
     // Waits until the snapshot in flight is committed locally and at every successor's end
     // that this role sends to, and every predecessor's payload is committed here. Returns the
     // seconds spent waiting (the exposed overhead). Rethrows the background thread's failure
@@ -83,34 +145,42 @@ public:
     // receive buffers and read its send buffers for messages matched before the revoke.
     void abort() noexcept;
 
-    const SnapshotStore& own() const { return own_; }
+    // The own store (after the first wait() when open_new_stores_in_background).
+    const SnapshotStore& own() const { return *own_; }
     // The peer copy of `owner_key` held here, or nullptr.
     const SnapshotStore* held(const std::string& owner_key) const;
     // Host memory this process holds for snapshots: 2x own + 2x each held payload in
-    // /dev/shm, plus one private landing buffer per held payload.
+    // /dev/shm, plus the private landing buffers while they exist (only after an abort).
     std::size_t host_bytes() const;
     const ProtectionSetup& setup() const { return setup_; }
     // Timing of the last committed snapshot (call after wait()).
     SnapshotTiming last_snapshot() const { return last_; }
+    // Sums over every snapshot committed so far, and their count (call after wait()).
+    SnapshotTiming total_snapshots() const { return total_; }
+    std::size_t snapshot_count() const { return count_; }
 
 private:
     void worker();
-    void snapshot(std::int64_t step, std::int64_t epoch);
+    void open_stores();
+    void snapshot(std::int64_t step, std::int64_t epoch, const SnapshotScope& scope);
 
     ProtectionSetup setup_;
     Comm comm_;
-    SnapshotStore own_;
-    std::map<std::string, SnapshotStore> held_;  // by owner role key
-    std::vector<std::vector<std::byte>> landing_;  // per predecessor: where its payload arrives
+    std::shared_ptr<SnapshotStore> own_;
+    std::map<std::string, std::shared_ptr<SnapshotStore>> held_;  // by owner role key
+    std::vector<std::vector<std::byte>> landing_;  // per predecessor, only after an abort
 
     std::mutex mutex_;
     std::condition_variable cv_;
     bool pending_ = false;   // a snapshot was started and is not finished
     bool stopping_ = false;
     std::int64_t next_step_ = -1, next_epoch_ = 0;
+    SnapshotScope next_scope_;
     std::exception_ptr failure_;
     std::atomic<bool> aborted_{false};  // no commit may follow an abort
     SnapshotTiming last_;               // written by the worker before it signals completion
+    SnapshotTiming total_;
+    std::size_t count_ = 0;
     std::thread thread_;
 };
 

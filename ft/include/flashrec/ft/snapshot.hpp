@@ -196,6 +196,10 @@ public:
     // Reads verify every checksum of the version they return (one pass over its bytes).
     SnapshotView newest_committed() const;
     SnapshotView committed(std::int64_t step) const;
+    // committed(step), copying buffer i into destinations[i] (exactly as large) in the pass
+    // that verifies it, so the version is read once (restore). If the result is not ok, the
+    // destinations hold unspecified bytes.
+    SnapshotView copy_committed(std::int64_t step, std::span<const std::span<std::byte>> destinations) const;
     // committed(step), or newest_committed() without a step, as a status only.
     SnapshotStatus verify(std::optional<std::int64_t> step = std::nullopt) const;
 
@@ -231,6 +235,10 @@ public:
 
     SnapshotView newest_committed() const;
     SnapshotView committed(std::int64_t step) const;
+    // committed(step), copying buffer i into destinations[i] (exactly as large) in the pass
+    // that verifies it, so the version is read once (restore). If the result is not ok, the
+    // destinations hold unspecified bytes.
+    SnapshotView copy_committed(std::int64_t step, std::span<const std::span<std::byte>> destinations) const;
     SnapshotStatus verify(std::optional<std::int64_t> step = std::nullopt) const;
     // Steps of the slots whose header verifies as committed, newest first, without reading the
     // buffers: cheap enough for recovery planning. committed(step) still verifies every byte

@@ -32,7 +32,11 @@ struct Protection {
     bool enabled = true;
     int replicas = 1;                 // k ring successors holding each sharded buffer
     std::string placement = "node-aware";  // node-aware | ring
-    std::int64_t chunk_bytes = 4 << 20;
+    // One replication message: small enough that its receiver hashes it while in cache.
+    std::int64_t chunk_bytes = 256 << 10;
+    // Nice value of the protection thread (0-19): above the step's threads, so that a snapshot
+    // takes the cores the step leaves idle, not the step's own (docs/snapshots.md).
+    int thread_nice = 19;
 };
 
 struct Checkpoint {

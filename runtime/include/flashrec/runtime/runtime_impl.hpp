@@ -77,6 +77,11 @@ struct Runtime::Impl {
     // after several clean steps.
     std::vector<std::unique_ptr<ft::Protection>> retired;
     std::vector<std::unique_ptr<ft::SnapshotReader>> retired_readers;
+    std::vector<std::shared_ptr<ft::SnapshotStore>> retired_stores;  // dropped from `stores`
+    // The snapshot stores of this process, kept mapped across repairs (docs/snapshots.md).
+    std::shared_ptr<ft::StorePool> stores = std::make_shared<ft::StorePool>();
+    // The GPU path's snapshot copier, kept across repairs with the own store it pins.
+    std::shared_ptr<ft::RegionCopier> device_copier;
     int clean_steps = 0;
     void retire_protection();
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
@@ -87,6 +92,7 @@ struct Runtime::Impl {
     struct Timeline {
         std::chrono::steady_clock::time_point start, last;
         std::int64_t noticed_unix_us = 0;  // wall clock: comparable with the fault injector's
+        std::int64_t in_loop_unix_us = 0;  // wall clock when "resumed" ended (back in the loop)
         std::vector<std::pair<std::string, double>> phases;  // name, ms
         bool debug = false;  // logging.level: debug prints every phase as it ends
         void begin();
@@ -103,7 +109,8 @@ struct Runtime::Impl {
         std::vector<double> exposed_wait_ms;  // sync-point wait for the previous snapshot, per step
         std::chrono::steady_clock::time_point step_start;
     } stats;
-    void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot);
+    void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
+                        const ft::SnapshotTiming& totals, std::size_t snapshots);
 
     std::vector<ProtectedBuffer> buffers;
     runtime::FaultInjector faults;
