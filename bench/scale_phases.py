@@ -10,7 +10,7 @@ machine's cores at once). Series "device": trainer.device_ms = --device-ms, a de
 in which each rank's host thread sleeps after its (tiny) compute, as a GPU trainer's host waits
 for its kernels, so ranks do not compete for cores while they train. In both, role 1 is
 SIGKILLed in the forward pass of step 6 and the recovery record (docs/recovery.md) gives every
-phase as seen by role 0; "detect" is injection -> role 0 noticed (same clock).
+phase as seen by role 0; "detect" is injection -> the first rank noticed (same clock).
 
 The recovery itself still runs n processes on this machine's cores (MPI polls while it waits),
 so phases at n > cores are still time-shared in both series; the model (scale_model.py) states
@@ -29,38 +29,24 @@ import subprocess
 import sys
 import tempfile
 
+import recovery_latency
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
 ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "rebuild", "restore",
          "resumed", "first_step"]
 
 
-def config(ranks, hot, state_mib, device_ms):
-    nodes = max(1, ranks // 2)
-    return f"""job: {{name: bench-scale-{ranks}-{int(hot)}-{os.getpid()}, nodes: {nodes}, ranks_per_node: {ranks // nodes}, dp: {ranks},
-       hot_spares: {1 if hot else 0}, steps: 12, seed: 9}}
-trainer: {{model: {{input: 32, hidden: 64, output: 8}}, batch_per_rank: 8, log_every: 1000,
-          extra_sharded_mib: {state_mib}, device_ms: {device_ms}}}
-recovery: {{phase_deadline_ms: 60000}}
-"""
-
-
 def trial(build, ranks, hot, path, timeout):
-    cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(timeout), "--expect", "^final_checksum=", "--",
-           os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks + (1 if hot else 0)),
-           os.path.join(build, "examples", "mlp_trainer"), "--config", path,
-           "--fault", "role=1:step=6:phase=forward:action=kill"]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
-    injected = re.search(r"fault injected: .* unix_us (\d+)\)", out)
-    for m in re.findall(r"flashrec-event: (\{.*\})$", out, re.M):
-        e = json.loads(m)
-        if e.get("event") == "recovery":
-            phases = dict(e["phases_ms"])
-            if injected and e.get("failure_noticed_unix_us"):
-                phases["detect"] = (e["failure_noticed_unix_us"] - int(injected.group(1))) / 1e3
-            return phases, e.get("bytes_restored_per_replacement")
-    print(out[-3000:], file=sys.stderr)
-    return None, None
+    """Role 0's phases (as the model's series have always been measured), with "detect" from
+    the first notice by any rank, and the bytes a replacement received."""
+    phases_max, record = recovery_latency.trial(build, ranks, hot, path, timeout)
+    if record is None:
+        return None, None
+    phases = dict(record["phases_ms"])
+    if "detect" in phases_max:
+        phases["detect"] = phases_max["detect"]
+    return phases, record.get("bytes_restored_per_replacement")
 
 
 def latency(build, ranks, timeout):
@@ -123,7 +109,7 @@ def main():
                     hot = spare == "hot"
                     path = os.path.join(tmp, f"{series}-{ranks}-{spare}.yaml")
                     with open(path, "w") as f:
-                        f.write(config(ranks, hot, a.state_mib, dms))
+                        f.write(recovery_latency.config(ranks, hot, a.state_mib, dms))
                     got = [trial(a.build, ranks, hot, path, a.timeout) for _ in range(a.trials)]
                     samples = [s for s, _ in got if s]
                     row = {"series": series, "device_ms": dms, "ranks": ranks, "spare": spare,

@@ -390,8 +390,12 @@ void Runtime::Impl::emit_recovery_record() {
         if (n > 0 && (noticed == 0 || n < noticed)) noticed = n;
         in_loop = std::max(in_loop, l);
     }
+    // The repair as a whole, never the first step after it: from the first notice by any rank to
+    // the last rank back in the loop; without both clocks, role 0's phases up to "resumed".
     double total = 0;
-    for (const auto& [name, ms] : timeline.phases) total += ms;
+    for (const auto& [name, ms] : timeline.phases)
+        if (name != "first_step") total += ms;
+    if (noticed > 0 && in_loop > noticed) total = static_cast<double>(in_loop - noticed) / 1e3;
     std::size_t bytes = 0;
     for (const auto& b : buffers) bytes += b.bytes;
     nlohmann::json record = {
@@ -399,7 +403,7 @@ void Runtime::Impl::emit_recovery_record() {
         {"replacement", replacement_kind}, {"recovery_version", plan.version},
         {"resume_step", plan.version}, {"steps_replayed", plan.steps_replayed},
         {"bytes_restored_per_replacement", bytes},
-        // Role 0's phases and their sum, as before; every rank's below.
+        // Role 0's phases, as before; every rank's below.
         {"phases_ms", mine}, {"total_ms", std::round(total * 1000) / 1000},
         {"phases_ms_by_role", by_role},
         {"phases_ms_max", max_phase},  // per phase, the slowest rank's
