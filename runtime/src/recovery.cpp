@@ -134,7 +134,8 @@ void Runtime::Impl::recovery_epoch() {
     for (const auto& r : reports) (r.role >= 0 ? live_roles : idle_spares)++;
     const int dead = shape.size() - live_roles;
     const int to_spawn = cfg.recovery.spawn ? std::max(0, dead - idle_spares) : 0;
-    replacement_kind = to_spawn == 0 ? "hot" : to_spawn == dead ? "spawned" : "hot+spawned";
+    // "none": nobody died (a step the trainer abandoned), the repair only restores.
+    replacement_kind = dead == 0 ? "none" : to_spawn == 0 ? "hot" : to_spawn == dead ? "spawned" : "hot+spawned";
     timeline.mark("exchange");
 
     if (to_spawn > 0) {

@@ -99,7 +99,7 @@ struct Runtime::Impl {
         void mark(const std::string& phase);
     } timeline;
     std::optional<recovery::Plan> last_plan;   // reported after the first step that follows it
-    std::string replacement_kind = "spawned";  // hot | spawned | hot+spawned
+    std::string replacement_kind = "spawned";  // hot | spawned | hot+spawned | none | relaunch
     int tier = 1;                              // 1: from memory; 3: from the HDF5 checkpoint
     bool restore_pending = false;              // this process took a dead role: loop_start restores
     std::int64_t restore_version = -1;
