@@ -17,8 +17,8 @@ launch=$build/runtime/launcher/flashrec-launch
 # examples/mlp/train.yaml, with launch.program pointing at this build's trainer.
 sed "s|^  program: .*|  program: $build/examples/mlp_trainer|" "$here/examples/mlp/train.yaml" >"$out/train.yaml"
 
-# The launcher's own lines (progress, failures, summary) and the trainer's result line.
-shown='^flashrec-launch: |final_checksum='
+# The launcher's own lines (progress, failures, summary), the fault injector's and the result.
+shown='^flashrec-launch: |final_checksum=|fault injected'
 run() {  # run NAME [launcher options...]
   local name=$1
   shift
