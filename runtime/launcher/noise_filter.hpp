@@ -16,8 +16,9 @@ struct NoisePattern {
 inline constexpr std::array kKnownNoise = {
     NoisePattern{"libevent-epoll",
                  R"(^\[warn\] Epoll (ADD|MOD|DEL)\(\d+\) on fd \d+ failed\.)",
-                 "PRRTE's libevent re-registers a descriptor that a dead or finished child already closed; "
-                 "printed when ranks exit or are killed, changes nothing"},
+                 "the event loop inside PRRTE/PMIx (libevent) could not change its watch on a descriptor, "
+                 "typically one already closed (Bad file descriptor) as processes end; a warning of "
+                 "that loop, not a failure of any rank"},
 };
 
 // True when `line` (one line, with or without its newline) matches a pattern of kKnownNoise.
