@@ -26,10 +26,16 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 file(COPY ${SOURCE_DIR}/tests/install/consumer/ DESTINATION ${WORK_DIR}/src)
 run(${CMAKE_COMMAND} -S ${WORK_DIR}/src -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix})
+# The package names its tools (flashrecConfig.cmake: FLASHREC_LAUNCH, FLASHREC_MPIRUN): the installed ones.
+if(NOT last_output MATCHES "flashrec tools: launch=([^ ]+) mpirun=([^ ]+) mpi=([^\n]+)")
+  message(FATAL_ERROR "the consumer's configure did not report the package's tools")
+endif()
+set(launch ${CMAKE_MATCH_1})
+set(mpirun ${CMAKE_MATCH_2})
+if(NOT launch STREQUAL "${prefix}/bin/flashrec-launch" OR NOT mpirun STREQUAL "${prefix}/bin/fr-mpirun")
+  message(FATAL_ERROR "the package names ${launch} and ${mpirun}, not the installed tools in ${prefix}/bin")
+endif()
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-# The package names its tools (flashrecConfig.cmake: FLASHREC_LAUNCH, FLASHREC_MPIRUN).
-file(STRINGS ${WORK_DIR}/build/CMakeCache.txt launch_line REGEX "^flashrec_DIR")
-message("consumer found ${launch_line}")
 
 # Nothing from the source tree or the build tree may be needed: no FLASHREC_MPIRUN override.
 set(env ${CMAKE_COMMAND} -E env --unset=FLASHREC_MPIRUN --unset=FLASHREC_MPI_PREFIX)
@@ -37,8 +43,8 @@ set(harness ${SOURCE_DIR}/tools/fr-run --timeout 120)  # the test harness: timeo
 
 # The installed tools start at all (RPATH), and the launcher picks the installed wrapper.
 run(${env} ${prefix}/bin/flashrec-snapshots remove install-consumer-none)
-run(${env} ${prefix}/bin/flashrec-launch --version)
-run(${env} ${prefix}/bin/flashrec-launch ${WORK_DIR}/src/train.yaml --dry-run)
+run(${env} ${launch} --version)
+run(${env} ${launch} ${WORK_DIR}/src/train.yaml --dry-run)
 string(FIND "${last_output}" "${prefix}/bin/fr-mpirun -n 3 ${WORK_DIR}/build/consumer" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "the installed flashrec-launch does not run the installed ${prefix}/bin/fr-mpirun")
@@ -46,15 +52,15 @@ endif()
 
 # 6 steps of w -= 0.1 * (0.5 + 0.5): 1 - 0.6 = 0.4
 run(${env} ${harness} --expect "consumer: flashrec [0-9.]+ linked, 2 ranks, 6 steps, weights.0.=0.4, state [0-9a-f]{16}"
-    -- ${prefix}/bin/fr-mpirun -n 3 ${WORK_DIR}/build/consumer --config ${WORK_DIR}/src/train.yaml)
+    -- ${mpirun} -n 3 ${WORK_DIR}/build/consumer --config ${WORK_DIR}/src/train.yaml)
 checksum_of("${last_output}" direct)
 
 run(${env} ${harness} --expect "flashrec-launch: job install-consumer: finished, [0-9]+/6 steps"
-    -- ${prefix}/bin/flashrec-launch ${WORK_DIR}/src/train.yaml --events ${WORK_DIR}/clean.events.jsonl)
+    -- ${launch} ${WORK_DIR}/src/train.yaml --events ${WORK_DIR}/clean.events.jsonl)
 checksum_of("${last_output}" clean)
 run(${env} ${harness} --expect "flashrec-launch: job install-consumer: finished, [0-9]+/6 steps"
     --expect "failures +1" --expect "#1 dp1.*at step 3: "
-    -- ${prefix}/bin/flashrec-launch ${WORK_DIR}/src/train.yaml --events ${WORK_DIR}/killed.events.jsonl
+    -- ${launch} ${WORK_DIR}/src/train.yaml --events ${WORK_DIR}/killed.events.jsonl
        --fault role=1:step=3:phase=allreduce:action=kill)
 checksum_of("${last_output}" faulted)
 message("fr-mpirun: ${direct}; flashrec-launch: ${clean}; with a rank killed in step 3: ${faulted}")
