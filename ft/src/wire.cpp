@@ -13,8 +13,6 @@ namespace flashrec::ft::wire {
 
 namespace {
 
-constexpr std::size_t kHeartbeatPayloadBytes = 1 + 8 + 1;  // type, step tag, phase
-
 // Little-endian appends onto a frame under construction.
 void put_u8(std::vector<std::byte>& out, std::uint8_t value) { out.push_back(std::byte{value}); }
 

@@ -300,6 +300,14 @@ std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::st
 
 std::string mpirun_wrapper() {
     if (const char* env = std::getenv("FLASHREC_MPIRUN"); env && *env) return env;
+    // An installed launcher has the installed wrapper beside it (cmake/FlashrecInstall.cmake);
+    // the build tree's has none there and uses the source tree's.
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const fs::path beside = self.parent_path() / "fr-mpirun";
+        if (::access(beside.c_str(), X_OK) == 0) return beside.string();
+    }
     return FLASHREC_DEFAULT_MPIRUN;
 }
 

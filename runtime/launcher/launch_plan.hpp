@@ -107,7 +107,8 @@ std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::st
 // flashrec::ConfigError ("file:line: field problem") or slurm::SlurmError (too few nodes, ...).
 Plan make_plan(const PlanRequest& request);
 
-// The path of tools/fr-mpirun: $FLASHREC_MPIRUN, else the one this build was configured with.
+// The mpirun wrapper: $FLASHREC_MPIRUN, else fr-mpirun beside this executable (an installed
+// launcher), else the source tree's tools/fr-mpirun this build was configured with.
 std::string mpirun_wrapper();
 // The flags the wrapper gives mpirun, found by running it against a stand-in mpirun that prints
 // its arguments (so they are read from the wrapper, never copied). nullopt + why if it failed.

@@ -29,6 +29,7 @@
 #include <variant>
 
 #include "classification.hpp"
+#include "failure_step.hpp"
 #include "flashrec/errors.hpp"
 #include "flashrec/flashrec.hpp"
 #include "flashrec/ft/control_plane.hpp"
@@ -37,6 +38,7 @@
 #include "flashrec/ft/wire.hpp"
 #include "flashrec/runtime/checkpointing.hpp"
 #include "metrics.hpp"
+#include "noise_filter.hpp"
 #include "processes.hpp"
 
 extern char** environ;
@@ -601,7 +603,9 @@ void Supervisor::read_output(bool is_err) {
 }
 
 void Supervisor::handle_line(const std::string& line, bool is_err) {
-    // Forward the ranks' output unchanged, stdout to stdout and stderr to stderr.
+    // Forward the ranks' output unchanged, stdout to stdout and stderr to stderr, but for known
+    // harmless MPI noise (noise_filter.hpp).
+    if (is_known_noise(line)) return;
     (void)!::write(is_err ? STDERR_FILENO : STDOUT_FILENO, line.data(), line.size());
     std::smatch m;
     // PRRTE names the node whose daemon it lost, then ends the whole job (NOTES-SLURM.md).
@@ -1269,7 +1273,9 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     if (i.node.empty() && is_spare_role(inc.role)) i.node = layout_.spare_node;
     i.hang = true;
     i.kill = m.outcome;
-    i.step = inc.last_step_tag;
+    const auto fired = faults_fired_.find(inc.pid);
+    i.step = failure_step(fired != faults_fired_.end() ? fired->second.text : std::string(), inc.last_step_tag,
+                          last_step_);
     i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
     if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end())
         i.since_injection_ms = static_cast<double>(unix_ms(m.decided) * 1000 - f->second.unix_us) / 1000.0;
@@ -1636,7 +1642,9 @@ void Supervisor::tick() {
                 it = pending_lost_.erase(it);
                 continue;
             }
-            i.step = inc.last_step_tag;
+            const auto fired = faults_fired_.find(inc.pid);
+            i.step = failure_step(fired != faults_fired_.end() ? fired->second.text : std::string(),
+                                  inc.last_step_tag, last_step_);
             i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
             // Its recovery may already be done: the record can beat the settle time.
             for (const auto& note : recovery_notes_)
@@ -1649,7 +1657,7 @@ void Supervisor::tick() {
             if (layout_.slurm && recorded.rule->tier == 1 && !recorded.node.empty())
                 node_failed(recorded.node, recorded.rule->classification);
             say("FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) +
-                ") lost at step tag " + std::to_string(inc.last_step_tag) +
+                ") lost in step " + std::to_string(recorded.step) +
                 (recorded.since_injection_ms >= 0 ? " (" + human_ms(recorded.since_injection_ms) + " after the fault)" : "") +
                 " -> " + std::string(recorded.rule->classification) + ", " + std::string(to_string(recorded.rule->action)) +
                 (recorded.rule->tier ? " (tier " + std::to_string(recorded.rule->tier) + ")" : ""));

@@ -789,7 +789,7 @@ std::string Runtime::param_string(const std::string& key, const std::string& fal
     return trainer_param<std::string>(impl_->cfg, key, &fallback);
 }
 
-std::pair<std::size_t, std::size_t> Runtime::shard_range(std::size_t count) const {
+ShardRange Runtime::shard_range(std::size_t count) const {
     const auto d = static_cast<std::size_t>(impl_->shape.dp);
     const auto me = static_cast<std::size_t>(impl_->coord().dp);
     return {count * me / d, count * (me + 1) / d};

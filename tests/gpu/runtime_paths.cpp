@@ -88,15 +88,15 @@ int main(int argc, char** argv) {
         my_rank = rt.role().dp;
         const int dp = rt.dp_size();
         const std::size_t n = 1000 + 7;  // not a multiple of dp: uneven parts
-        const auto [first, last] = rt.shard_range(n);
-        const std::size_t shard = last - first;
+        const flashrec::ShardRange mine = rt.shard_range(n);  // captured below
+        const std::size_t first = mine.first, shard = mine.size();
 
         // The state every mode protects under the same names: params (replicated), master
         // (sharded), steps (envelope, always on the host).
         std::vector<float> params(n);
         for (std::size_t i = 0; i < n; ++i) params[i] = static_cast<float>(i % 13) * 0.25f;
         std::vector<double> master(params.begin() + static_cast<std::ptrdiff_t>(first),
-                                   params.begin() + static_cast<std::ptrdiff_t>(last));
+                                   params.begin() + static_cast<std::ptrdiff_t>(mine.last));
         std::vector<std::int64_t> steps_done(1, 0);
 
         gpu::DeviceBuffer d_params, d_master, d_grads, d_shard, d_loss;

@@ -64,6 +64,16 @@ enum class Redundancy {
     envelope,    // small per-role metadata (RNG, loader position): travels with every snapshot
 };
 
+// A DP role's part [first, last) of an array (ZeRO-1 sharding), from Runtime::shard_range.
+// Named members, so that a lambda can capture the range itself: clang before 16 cannot capture
+// structured bindings (a C++20 feature). `auto [first, last] = rt.shard_range(n)` works too.
+struct ShardRange {
+    std::size_t first = 0;
+    std::size_t last = 0;
+    std::size_t size() const { return last - first; }
+    bool operator==(const ShardRange&) const = default;
+};
+
 // Element type of a protected buffer, recorded in checkpoints.
 enum class DType { u8, i32, i64, f32, f64 };
 
@@ -217,7 +227,7 @@ public:
     std::int64_t total_steps() const;
 
     // This DP role's part [first, last) of an array of `count` elements (ZeRO-1 sharding).
-    std::pair<std::size_t, std::size_t> shard_range(std::size_t count) const;
+    ShardRange shard_range(std::size_t count) const;
 
     // Registers a buffer flashrec protects. Register everything before the loop starts;
     // the memory must stay valid until the Runtime is destroyed. With CUDA the buffer may be

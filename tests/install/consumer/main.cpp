@@ -20,4 +20,5 @@ int main(int argc, char** argv) {
         std::printf("consumer: flashrec %s linked, %d ranks, %lld steps, weights[0]=%g, state %s\n",
                     flashrec::version(), rt.dp_size(), static_cast<long long>(rt.total_steps()),
                     static_cast<double>(weights[0]), checksum.c_str());
+    if (rt.is_leader()) std::printf("final_checksum=%s\n", checksum.c_str());  // compared across runs
 }
