@@ -708,6 +708,7 @@ struct HeartbeatClient::Impl {
     std::uint16_t port = 0;
     std::atomic<bool> active{true};
     std::atomic<bool> queue_full_reported{false};
+    std::atomic<bool> write_in_progress{false};  // mirrors `writing` for flush(limit)
 
     std::mutex queue_mutex;
     std::vector<std::byte> queued;  // frames from any thread, guarded by queue_mutex
@@ -828,8 +829,10 @@ void HeartbeatClient::Impl::flush() {
     }
     if (in_flight.empty()) return;
     writing = true;
+    write_in_progress = true;
     asio::async_write(socket, asio::buffer(in_flight), [this](const error_code& ec, std::size_t) {
         writing = false;
+        write_in_progress = false;
         in_flight.clear();
         if (ec) {
             if (!stopping) give_up("lost the connection to " + options.controller + " (" + ec.message() + ")");
@@ -898,6 +901,21 @@ bool HeartbeatClient::send_event(const nlohmann::json& record) noexcept {
         return true;
     } catch (...) {  // invalid or oversize record: the caller learns it from the result
         return false;
+    }
+}
+
+bool HeartbeatClient::flush(std::chrono::milliseconds limit) noexcept {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        if (!impl_->active) return false;
+        bool empty = false;
+        {
+            const std::lock_guard lock(impl_->queue_mutex);
+            empty = impl_->queued.empty();
+        }
+        if (empty && !impl_->write_in_progress) return true;
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
 }
 

@@ -325,6 +325,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     resume_requested = cl.resume || std::getenv("FLASHREC_RESUME") != nullptr;
     relaunched = std::getenv("FLASHREC_RELAUNCH") != nullptr;
     fresh_snapshots = !relaunched;
+    pristine = !relaunched;
     timeline.debug = cfg.logging.level == "debug";
 
     for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
@@ -646,6 +647,18 @@ void Runtime::Impl::checkpoint_and_leave() {
     std::exit(0);
 }
 
+void Runtime::Impl::protect_first_version() {
+    // Not enter(): a step's sync-phase fault belongs to its own sync point, not to this wait.
+    progress.phase.store(ft::wire::Phase::commit_wait, std::memory_order_relaxed);
+    progress.step_tag.store(step, std::memory_order_relaxed);
+    guarded([&] {
+        if (protection) protection->wait();
+        int everyone_here = 1;
+        ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, work.get()),
+                  "MPI_Allreduce(first version committed)", work);
+    });
+}
+
 void Runtime::Impl::on_failure(const std::exception& e) {
     if (!abandoned)
         timeline.noticed_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -807,6 +820,7 @@ std::int64_t Runtime::loop_start() {
         // This process took a dead role: its state arrives from the survivors.
         im.receive_restore();
         im.finish_recovery();
+        if (im.last_plan && im.last_plan->initial) im.protect_first_version();
     } else if (im.relaunched) {
         im.warm_restore();
         if (std::getenv("FLASHREC_CHECKPOINT_AND_EXIT")) im.checkpoint_and_leave();
@@ -820,9 +834,11 @@ std::int64_t Runtime::loop_start() {
             im.log("resumed from the HDF5 checkpoint of step " + std::to_string(*version) + " in " +
                    im.cfg.checkpoint.dir);
         im.start_protection(im.step);
+        im.protect_first_version();
     } else {
         im.step = 0;
         im.start_protection(im.step);
+        im.protect_first_version();
     }
     im.enter(Phase::forward, im.step);
     im.stats.step_start = Clock::now();
@@ -833,6 +849,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     auto& im = *impl_;
     if (im.abandoned) {
         im.recover();
+        if (im.role_index >= 0 && im.last_plan && im.last_plan->initial) im.protect_first_version();
         im.enter(Phase::forward, im.step);
         return im.step;
     }
@@ -961,6 +978,7 @@ bool Step::begin_update() {
                   "MPI_Allreduce(sync point)", im.work);
     });
     if (im.abandoned) return false;
+    im.pristine = false;  // the optimizer changes state from here on
     // Every role's snapshot `index_` is committed now (each waited before the allreduce).
     if (im.checkpointer) im.checkpointer->committed(index_);
     im.enter(Phase::optimizer, -1);

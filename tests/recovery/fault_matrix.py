@@ -121,6 +121,19 @@ def scenarios(r):
             ["role=0:step=6:phase=sync:action=kill", "role=2:step=18:phase=forward:action=kill"], 2, 0)
 
 
+def step0(r):
+    """Issue 15 (1): a failure in step 0 recovers like one in any later step."""
+    for kind, (config, extra) in configs(4).items():
+        for phase in ["forward", "replication", "allreduce", "sync"]:
+            r.check(f"step 0, {kind:>7}, kill in {phase}", 4, config,
+                    [f"role=1:step=0:phase={phase}:action=kill"], 1, extra)
+    config, extra = configs(4)["hot"]
+    # Owner and ring holder (node-aware, 2 nodes: 0 -> 2) together, before version 0 is anywhere.
+    r.check("step 0, owner + holder in replication", 4, config,
+            ["role=0:step=0:phase=replication:action=kill", "role=2:step=0:phase=replication:action=kill"],
+            1, extra)
+
+
 def soak(r, trials, seed):
     rng = random.Random(seed)
     for t in range(trials):
@@ -144,6 +157,7 @@ def main():
     m.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
     m.add_argument("--phases", nargs="+", default=PHASES)
     sub.add_parser("scenarios")
+    sub.add_parser("step0")
     s = sub.add_parser("soak")
     s.add_argument("--trials", type=int, default=10)
     s.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -153,6 +167,8 @@ def main():
         matrix(r, a.ranks, a.phases)
     elif a.what == "scenarios":
         scenarios(r)
+    elif a.what == "step0":
+        step0(r)
     else:
         print(f"soak: {a.trials} trials, seed {a.seed}")
         soak(r, a.trials, a.seed)

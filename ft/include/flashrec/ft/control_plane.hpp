@@ -215,6 +215,9 @@ public:
     // Queues a record for the event log (a JSON object with a string "event"). Never throws;
     // false when it was dropped: invalid, too large, queue full, or no controller.
     bool send_event(const nlohmann::json& record) noexcept;
+    // Waits until every queued event was written to the socket (true), or `limit` passed, or
+    // the client gave up (false). For a process about to _exit with a record the launcher acts on.
+    bool flush(std::chrono::milliseconds limit) noexcept;
     // Connected or still connecting; false once it gave up.
     bool active() const noexcept;
 
