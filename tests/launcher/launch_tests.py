@@ -13,6 +13,8 @@ Scenarios:
                     connections hit the control plane of a real launch; the job is unaffected;
                     the metrics endpoint answers
   spares-exhausted  a rank dies with no spare left and no checkpoint: exit 77, reported clearly
+  mpirun-lingers    mpirun is SIGSTOPped while the job runs: once every rank said BYE the launcher
+                    ends it within its grace period; the job counts as finished
   hdf5-restart      the same with HDF5 checkpoints (the rank is killed once one is published): the
                     launcher restarts with --resume (tier 3); same checksum
 
@@ -316,6 +318,35 @@ def scenario_hostile(a):
         print("metrics endpoint: ok (" + str(len(m.splitlines())) + " lines)", flush=True)
 
 
+def scenario_mpirun_lingers(a):
+    """Issue 15 (10): mpirun is SIGSTOPped while the job runs, so it can never exit by itself.
+    Once every rank said BYE, the launcher must end it within its stated grace (10 s) and
+    report the job finished."""
+    job = job_name(a.config)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    state = {"stopped": None}
+
+    def watcher(proc, path):
+        if state["stopped"]:
+            return
+        ev = events_tail(path)
+        pid = next((e["pid"] for e in ev if e["event"] == "launch"), None)
+        if pid and any(e["event"] == "job_running" for e in ev):
+            os.kill(pid, signal.SIGSTOP)
+            state["stopped"] = pid
+            print(f"test: SIGSTOPped mpirun (pid {pid}) while the job runs", flush=True)
+
+    rc, text = launch(a, ev_path, watcher=watcher, timeout=150)
+    ev = events(ev_path)
+    check(state["stopped"] is not None, "the test never got to stop mpirun")
+    end = common_end(a, job, rc, text, ev, 0, None)
+    check(end.get("outcome") == "finished", f"job_end outcome {end.get('outcome')}")
+    lingered = [e for e in ev if e["event"] == "mpirun_lingered"]
+    if check(len(lingered) == 1, f"expected one mpirun_lingered record, got {len(lingered)}"):
+        print(f"mpirun ended by the launcher {lingered[0].get('since_last_rank_ms')} ms after the last rank left "
+              f"(grace {lingered[0].get('grace_ms')} ms)", flush=True)
+
+
 def scenario_spares_exhausted(a):
     job = job_name(a.config)
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
@@ -374,7 +405,8 @@ def scenario_hdf5_restart(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["hang", "warm-relaunch", "hostile", "spares-exhausted", "hdf5-restart"])
+    ap.add_argument("scenario", choices=["hang", "warm-relaunch", "hostile", "spares-exhausted", "hdf5-restart",
+                                         "mpirun-lingers"])
     ap.add_argument("--launcher", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--trainer", required=True)
@@ -384,7 +416,8 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     {"hang": scenario_hang, "warm-relaunch": scenario_warm_relaunch, "hostile": scenario_hostile,
-     "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart}[a.scenario](a)
+     "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart,
+     "mpirun-lingers": scenario_mpirun_lingers}[a.scenario](a)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", flush=True)
         return 1
