@@ -683,7 +683,27 @@ Runtime::Runtime(int& argc, char**& argv) : Runtime(argc, argv, std::string()) {
 Runtime::Runtime(int& argc, char**& argv, const std::string& config_path)
     : impl_(std::make_unique<Impl>(argc, argv, config_path)) {}
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+    // A trainer that leaves by an exception under plain mpirun: no launcher will relaunch from
+    // this process's segments or clean them up, so it removes its own stores (its snapshots and
+    // the ring copies it held) instead of leaving RAM behind in /dev/shm. Other processes' stores
+    // stay: survivors on this node may still need them. Under flashrec-launch the launcher owns
+    // their lifetime (a warm relaunch may need them); a SIGKILLed process leaves them in any case
+    // (flashrec-snapshots remove <job>). docs/limitations.md.
+    auto& im = *impl_;
+    if (std::uncaught_exceptions() == 0 || im.heartbeat || im.role_index < 0 || !im.loop_started) return;
+    try {
+        const std::string me = topology::role_key(im.coord());
+        im.retire_protection();
+        im.retired.clear();
+        im.retired_readers.clear();
+        ft::unlink_snapshot(im.cfg.job.name, im.store_prefix() + me);
+        for (int r : im.held_roles)
+            ft::unlink_snapshot(im.cfg.job.name, im.store_prefix() + ft::peer_role_key(
+                                                     topology::role_key(topology::coord_of(im.shape, r)), me));
+    } catch (...) {  // a destructor during unwinding must not throw
+    }
+}
 
 Role Runtime::role() const { return impl_->role(); }
 int Runtime::dp_size() const { return impl_->shape.dp; }
@@ -750,6 +770,13 @@ std::pair<std::size_t, std::size_t> Runtime::shard_range(std::size_t count) cons
 
 void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DType type,
                       Redundancy kind) {
+    if (impl_->loop_started)
+        throw UsageError("protect", name,
+                         "was registered after the step loop started: register every buffer before "
+                         "rt.steps() begins (a buffer added later has no snapshot or replica, so a "
+                         "recovery could not restore it)");
+    if (bytes == 0) throw UsageError("protect", name, "is empty (0 bytes): there is nothing to protect");
+    if (data == nullptr) throw UsageError("protect", name, "is a null pointer");
     for (const auto& b : impl_->buffers)
         if (b.name == name) throw Error("protect: buffer '" + name + "' is registered twice");
     if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
@@ -816,6 +843,7 @@ std::string Runtime::state_checksum() {
 std::int64_t Runtime::loop_start() {
     auto& im = *impl_;
     im.abandoned = false;
+    im.loop_started = true;
     if (im.restore_pending) {
         // This process took a dead role: its state arrives from the survivors.
         im.receive_restore();

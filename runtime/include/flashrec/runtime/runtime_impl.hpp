@@ -200,6 +200,7 @@ struct Runtime::Impl {
     // No optimizer has run in this job incarnation: the state is the initial one (the
     // trainer's, or the --resume checkpoint's). A relaunched job never is (it restored a version).
     bool pristine = true;
+    bool loop_started = false;  // protect() is refused from here on
     // Before the first step (and again after a recovery that found no version): wait until the
     // starting version is committed everywhere, so that a failure in step 0 restores it from
     // memory like any later version. A failure meanwhile abandons the step (recovery follows).
