@@ -224,7 +224,17 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
     if (role_index < 0 && new_role >= 0) {
         restore_pending = true;
         restore_version = plan.version;
-        faults = runtime::FaultInjector();  // a replacement never re-fires the dead role's faults
+        // Faults target whoever holds the role (docs/config.md): the replacement takes the
+        // role's faults that lie beyond this failure. Those at or just after the furthest step
+        // reached may have fired in the dead process already; they are not re-armed.
+        std::vector<config::Fault> ahead;
+        for (const auto& f : cfg.faults)
+            if (!f.spare && f.step > plan.furthest_step + 1) ahead.push_back(f);
+        faults = runtime::FaultInjector(std::move(ahead), true);
+        const auto c = topology::coord_of(shape, new_role);
+        config::Fault holder;
+        holder.dp = c.dp, holder.tp = c.tp, holder.pp = c.pp;
+        faults.set_identity(holder);
     }
     role_index = new_role;
     node_of_role = plan.node_of_role;

@@ -119,6 +119,11 @@ def scenarios(r):
     spawned, _ = configs(4)["spawned"]
     r.check("spawned: two failures in different steps", 4, spawned,
             ["role=0:step=6:phase=sync:action=kill", "role=2:step=18:phase=forward:action=kill"], 2, 0)
+    # Issue 15 (6): a fault targets whoever holds the role, so the replacement dies too.
+    r.check("the replacement dies too (hot)", 4, config,
+            ["role=1:step=8:phase=forward:action=kill", "role=1:step=20:phase=optimizer:action=kill"], 2, extra)
+    r.check("the replacement dies too (spawned)", 4, spawned,
+            ["role=3:step=7:phase=allreduce:action=kill", "role=3:step=19:phase=forward:action=kill"], 2, 0)
 
 
 def step0(r):
