@@ -64,6 +64,15 @@ constexpr auto kSpawnDaemonGrace = milliseconds(10000);  // PRRTE's daemon may d
 // Once every rank of an attempt said BYE or was lost, mpirun has this long to exit by itself;
 // then the launcher ends it (PRRTE was seen waiting 125 s and more on ranks that were gone).
 constexpr auto kMpirunEndGrace = milliseconds(10000);
+// A rank whose control connection was cut while its process lives gets this long to reconnect
+// before the cut counts as a failure.
+constexpr auto kReconnectWait = milliseconds(5000);
+
+bool process_alive(pid_t pid) {
+    pid_t ppid = 0;
+    char state = 0;
+    return pid > 0 && read_stat(pid, ppid, state) && state != 'Z' && state != 'X';
+}
 constexpr const char* kLaunchIdVar = "FLASHREC_LAUNCH_ID";
 
 // A killed mpirun leaves its PRRTE session directory ${TMPDIR:-/tmp}/ompi.<pid> behind; a later
@@ -1648,11 +1657,22 @@ void Supervisor::tick() {
     confirm_stalls();
     // Lost ranks, once their last words (exit lines) had a chance to arrive.
     for (auto it = pending_lost_.begin(); it != pending_lost_.end();) {
-        if (now - it->seen < kLostSettle && !attempt_.exited) {
+        const auto& inc = it->incident;
+        // A rank whose connection was cut but whose process lives reconnects (HELLO again):
+        // that is no failure (issue 15, case 4). Give a visibly live local process time for it.
+        if (const auto now_info = controller_->rank(inc.role);
+            now_info && now_info->pid == inc.pid && now_info->status == ft::RankStatus::active) {
+            log("rank_reconnected", {{"role", inc.role}, {"pid", inc.pid},
+                                     {"after_ms", round3(ms_between(it->seen, now))}});
+            it = pending_lost_.erase(it);
+            continue;
+        }
+        const bool settling = now - it->seen < kLostSettle ||
+                              (now - it->seen < kReconnectWait && inc.hostname == local_host_ && process_alive(inc.pid));
+        if (settling && !attempt_.exited) {
             ++it;
             continue;
         }
-        const auto& inc = it->incident;
         if (!interrupted_ && (!attempt_.exited || exit_requests_.empty())) {
             Incident i;
             i.attempt = attempt_.index;

@@ -15,6 +15,8 @@ Scenarios:
   spares-exhausted  a rank dies with no spare left and no checkpoint: exit 77, reported clearly
   mpirun-lingers    mpirun is SIGSTOPped while the job runs: once every rank said BYE the launcher
                     ends it within its grace period; the job counts as finished
+  flood             a connection flood (idle, garbage, oversize, wrong token) for 8 s while the job
+                    runs and a rank is killed: same checksum, no healthy rank lost
   hdf5-restart      the same with HDF5 checkpoints (the rank is killed once one is published): the
                     launcher restarts with --resume (tier 3); same checksum
 
@@ -347,6 +349,92 @@ def scenario_mpirun_lingers(a):
               f"(grace {lingered[0].get('grace_ms')} ms)", flush=True)
 
 
+def flood(endpoint, rng, seconds, workers=16):
+    """Many concurrent connections for `seconds`: idle ones held open, garbage, oversize frames
+    and wrong-token HELLOs, as fast as the workers can go (issue 15, case 4)."""
+    import threading
+    host, port = endpoint.rsplit(":", 1)
+    port = int(port)
+    stop = time.monotonic() + seconds
+    counts = {"opened": 0, "refused": 0}
+    lock = threading.Lock()
+
+    def worker(seed):
+        r = random.Random(seed)
+        held = []
+        while time.monotonic() < stop:
+            try:
+                s = socket.create_connection((host, port), timeout=1)
+            except OSError:
+                with lock:
+                    counts["refused"] += 1
+                time.sleep(0.01)
+                continue
+            with lock:
+                counts["opened"] += 1
+            kind = r.randrange(4)
+            try:
+                if kind == 0:
+                    held.append(s)  # idle: never sends HELLO
+                    if len(held) > 64:
+                        held.pop(0).close()
+                    continue
+                if kind == 1:
+                    s.sendall(bytes(r.getrandbits(8) for _ in range(r.randint(1, 2048))))
+                elif kind == 2:
+                    s.sendall(struct.pack("<I", 0xFFFFFFF0) + b"z" * 256)
+                else:
+                    s.sendall(hello(bytes(r.getrandbits(8) for _ in range(16)), role=b"dp1.tp0.pp0"))
+            except OSError:
+                pass
+            s.close()
+        for s in held:
+            s.close()
+
+    threads = [threading.Thread(target=worker, args=(rng.random(),)) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts
+
+
+def scenario_flood(a):
+    """Issue 15 (4): a connection flood with garbage during a real job, with a rank killed in
+    the middle of it (its replacement must register through the flood). Same checksum, exit 0,
+    no healthy rank lost to the flood."""
+    job = job_name(a.config)
+    ref = reference_checksum(a)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    rng = random.Random(4321)
+    state = {"flooded": None}
+
+    def watcher(proc, path):
+        if state["flooded"] is not None:
+            return
+        ev = events_tail(path)
+        endpoint = next((e["control"] for e in ev if e["event"] == "layout"), None)
+        if endpoint and any(e["event"] == "job_running" for e in ev):
+            state["flooded"] = flood(endpoint, rng, 8.0)
+            print(f"test: flood done: {state['flooded']}", flush=True)
+
+    rc, text = launch(a, ev_path, ["--fault", "role=2:step=150:phase=forward:action=kill"], watcher=watcher)
+    ev = events(ev_path)
+    common_end(a, job, rc, text, ev, 0, ref)
+    check(state["flooded"] is not None and state["flooded"]["opened"] > 200,
+          f"the flood did not happen at scale: {state['flooded']}")
+    failures = [e for e in ev if e["event"] == "failure"]
+    lost = [e for e in failures if e.get("role") != "dp2.tp0.pp0"]
+    check(not lost, f"the flood cost healthy ranks: {[(e.get('role'), e.get('observed')) for e in lost]}")
+    check(len([e for e in failures if e.get("role") == "dp2.tp0.pp0"]) == 1,
+          f"the killed rank was not reported once: {[(e.get('role'), e.get('observed')) for e in failures]}")
+    drops = {}
+    for e in ev:
+        if e["event"] == "connection_dropped":
+            drops[e["reason"]] = drops.get(e["reason"], 0) + 1
+    print(f"connections dropped by reason (logged ones): {drops}", flush=True)
+
+
 def scenario_spares_exhausted(a):
     job = job_name(a.config)
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
@@ -406,7 +494,7 @@ def scenario_hdf5_restart(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=["hang", "warm-relaunch", "hostile", "spares-exhausted", "hdf5-restart",
-                                         "mpirun-lingers"])
+                                         "mpirun-lingers", "flood"])
     ap.add_argument("--launcher", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--trainer", required=True)
@@ -417,7 +505,7 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     {"hang": scenario_hang, "warm-relaunch": scenario_warm_relaunch, "hostile": scenario_hostile,
      "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart,
-     "mpirun-lingers": scenario_mpirun_lingers}[a.scenario](a)
+     "mpirun-lingers": scenario_mpirun_lingers, "flood": scenario_flood}[a.scenario](a)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", flush=True)
         return 1
