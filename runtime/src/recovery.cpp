@@ -105,8 +105,22 @@ recovery::Report Runtime::Impl::report() const {
 
 std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& comm) const {
     std::vector<recovery::Report> reports;
-    for (const auto& text : ft::allgather_strings(comm, recovery::serialize(report())))
-        reports.push_back(recovery::deserialize(text));
+    const auto texts = ft::allgather_strings(comm, recovery::serialize(report()));
+    int parsed = 1;
+    std::string problem;
+    try {
+        for (const auto& text : texts) reports.push_back(recovery::deserialize(text));
+    } catch (const Error& e) {
+        // A process that died inside the exchange can leave a torn report behind on some
+        // processes: the epoch is interrupted (retried), never a reason to end the process.
+        parsed = 0;
+        problem = e.what();
+    }
+    ft::check(MPI_Allreduce(MPI_IN_PLACE, &parsed, 1, MPI_INT, MPI_MIN, comm.get()),
+              "MPI_Allreduce(reports parsed)", comm);
+    if (!parsed)
+        throw CommRevoked(0, 0, "exchange of recovery reports", "universe", comm.rank(),
+                          problem.empty() ? "another process received a torn report" : "a torn report: " + problem);
     return reports;
 }
 
