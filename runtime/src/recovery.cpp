@@ -106,21 +106,15 @@ recovery::Report Runtime::Impl::report() const {
 std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& comm) const {
     std::vector<recovery::Report> reports;
     const auto texts = ft::allgather_strings(comm, recovery::serialize(report()));
-    int parsed = 1;
-    std::string problem;
     try {
         for (const auto& text : texts) reports.push_back(recovery::deserialize(text));
     } catch (const Error& e) {
         // A process that died inside the exchange can leave a torn report behind on some
-        // processes: the epoch is interrupted (retried), never a reason to end the process.
-        parsed = 0;
-        problem = e.what();
-    }
-    ft::check(MPI_Allreduce(MPI_IN_PLACE, &parsed, 1, MPI_INT, MPI_MIN, comm.get()),
-              "MPI_Allreduce(reports parsed)", comm);
-    if (!parsed)
+        // processes: this epoch is interrupted (the others meet its absence in their next
+        // collective, or its deadline), never a reason to end the process.
         throw CommRevoked(0, 0, "exchange of recovery reports", "universe", comm.rank(),
-                          problem.empty() ? "another process received a torn report" : "a torn report: " + problem);
+                          std::string("a torn report: ") + e.what());
+    }
     return reports;
 }
 
@@ -206,7 +200,12 @@ void Runtime::Impl::join_as_spawned() {
     epoch = static_cast<int>(e);
     process_id = (e + 1) * 1000000 + world_rank;
     const auto reports = exchange_reports(merged);
-    adopt_plan(std::move(merged), reports);  // registers with the control plane as its role
+    try {
+        adopt_plan(std::move(merged), reports);  // registers with the control plane as its role
+    } catch (const ShardLost& lost) {
+        // The same decision as the survivors' (the same plan): end with the same exit code.
+        end_job(std::string(lost.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", 76);
+    }
 }
 
 void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports) {
