@@ -199,12 +199,18 @@ void Runtime::Impl::join_as_spawned() {
               "MPI_Recv(epoch)", merged);
     epoch = static_cast<int>(e);
     process_id = (e + 1) * 1000000 + world_rank;
-    const auto reports = exchange_reports(merged);
     try {
+        const auto reports = exchange_reports(merged);
         adopt_plan(std::move(merged), reports);  // registers with the control plane as its role
     } catch (const ShardLost& lost) {
         // The same decision as the survivors' (the same plan): end with the same exit code.
         end_job(std::string(lost.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", 76);
+    } catch (const MpiError& e) {
+        // A failure while joining (a survivor died, or ended the job, inside the exchange): this
+        // process has no state to lose; the survivors repair without it or end the job.
+        end_job(std::string("a spawned replacement could not join: ") + e.what() +
+                    "; the survivors go on without it (or the launcher relaunches, tier 2)",
+                ft::kExitForRelaunch);
     }
 }
 
