@@ -205,10 +205,10 @@ void Runtime::Impl::join_as_spawned() {
     } catch (const ShardLost& lost) {
         // The same decision as the survivors' (the same plan): end with the same exit code.
         end_job(std::string(lost.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", 76);
-    } catch (const MpiError& e) {
+    } catch (const MpiError& failure) {
         // A failure while joining (a survivor died, or ended the job, inside the exchange): this
         // process has no state to lose; the survivors repair without it or end the job.
-        end_job(std::string("a spawned replacement could not join: ") + e.what() +
+        end_job(std::string("a spawned replacement could not join: ") + failure.what() +
                     "; the survivors go on without it (or the launcher relaunches, tier 2)",
                 ft::kExitForRelaunch);
     }
