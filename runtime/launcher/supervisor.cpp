@@ -822,6 +822,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     const json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
     say("the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
         std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
+    const bool nodes_lost = !lost_nodes_.empty();
     for (const auto& node : lost_nodes_) node_failed(node, rule.classification);
     lost_nodes_.clear();
     switch (rule.action) {
@@ -830,6 +831,21 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
                    std::string(rule.meaning));
             return;
         case Action::hdf5_resume:
+            // State lost in memory *in-job* (76) while every node lives: the dead processes' own
+            // segments are still in their nodes' /dev/shm, and a warm relaunch reads them (each
+            // role's new process finds its node's stores). Try that before HDF5 (issue 15,
+            // case 2), unless this attempt was itself a warm relaunch that found nothing.
+            if (obs.what == Observed::exit_code && obs.value == 76 && !nodes_lost &&
+                !(attempt_.kind == "warm_relaunch" && !attempt_.progressed)) {
+                log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
+                                                  {"why", "state lost in-job, but no node was lost: "
+                                                          "the dead processes' node-local segments may hold it"}});
+                if (try_warm_relaunch(reason, first_evidence)) {
+                    recorded.recovered_by = "warm relaunch " + std::to_string(warm_relaunches_) +
+                                            " (node-local segments of dead processes)";
+                    return;
+                }
+            }
             if (try_cold_restart(reason, first_evidence)) {
                 recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
                 return;

@@ -17,6 +17,9 @@ Scenarios:
                     ends it within its grace period; the job counts as finished
   flood             a connection flood (idle, garbage, oversize, wrong token) for 8 s while the job
                     runs and a rank is killed: same checksum, no healthy rank lost
+  state-on-live-nodes  dp0 and dp2 (each other's ring holders) die in one step: in-job recovery
+                    ends 76, the launcher warm-relaunches from the dead processes' node-local
+                    segments before HDF5; same checksum
   hdf5-restart      the same with HDF5 checkpoints (the rank is killed once one is published): the
                     launcher restarts with --resume (tier 3); same checksum
 
@@ -435,6 +438,25 @@ def scenario_flood(a):
     print(f"connections dropped by reason (logged ones): {drops}", flush=True)
 
 
+def scenario_state_on_live_nodes(a):
+    """Issue 15 (2): dp0 and dp2 hold each other's ring copies (node-aware, 2 nodes) and die in
+    the same step: in-job recovery finds the state lost (76), but both dead processes' own
+    snapshots are intact in their nodes' /dev/shm. The launcher tries a warm relaunch before
+    HDF5 (there is none here): same checksum, exit 0."""
+    job = job_name(a.config)
+    ref = reference_checksum(a)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    rc, text = launch(a, ev_path, ["--fault", "role=0:step=150:phase=forward:action=kill",
+                                   "--fault", "role=2:step=150:phase=forward:action=kill"])
+    ev = events(ev_path)
+    common_end(a, job, rc, text, ev, 0, ref)
+    check(any(e["event"] == "warm_relaunch_before_hdf5" for e in ev), "no warm_relaunch_before_hdf5 record")
+    rel = [e for e in ev if e["event"] == "warm_relaunch"]
+    if check(len(rel) == 1, f"expected one warm_relaunch record, got {len(rel)}"):
+        print(f"warm relaunch: restored version {rel[0].get('restored_version')}, "
+              f"{rel[0].get('steps_replayed')} step(s) replayed, outcome {rel[0].get('outcome')}", flush=True)
+
+
 def scenario_spares_exhausted(a):
     job = job_name(a.config)
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
@@ -494,7 +516,7 @@ def scenario_hdf5_restart(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=["hang", "warm-relaunch", "hostile", "spares-exhausted", "hdf5-restart",
-                                         "mpirun-lingers", "flood"])
+                                         "mpirun-lingers", "flood", "state-on-live-nodes"])
     ap.add_argument("--launcher", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--trainer", required=True)
@@ -505,7 +527,8 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     {"hang": scenario_hang, "warm-relaunch": scenario_warm_relaunch, "hostile": scenario_hostile,
      "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart,
-     "mpirun-lingers": scenario_mpirun_lingers, "flood": scenario_flood}[a.scenario](a)
+     "mpirun-lingers": scenario_mpirun_lingers, "flood": scenario_flood,
+     "state-on-live-nodes": scenario_state_on_live_nodes}[a.scenario](a)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", flush=True)
         return 1
