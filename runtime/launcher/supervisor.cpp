@@ -1554,11 +1554,7 @@ void Supervisor::check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock:
         any = true;
         if (r.status == ft::RankStatus::active) all_gone = false;
         // A lost connection is not a dead process: where the process can be seen, it must be gone.
-        if (r.status == ft::RankStatus::lost && r.hostname == local_host_ && r.pid > 0) {
-            pid_t ppid = 0;
-            char state = 0;
-            if (read_stat(r.pid, ppid, state) && state != 'Z' && state != 'X') all_gone = false;
-        }
+        if (r.status == ft::RankStatus::lost && r.hostname == local_host_ && process_alive(r.pid)) all_gone = false;
     }
     if (!any || !all_gone) {
         attempt_.ranks_gone_since.reset();
