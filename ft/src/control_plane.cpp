@@ -14,6 +14,8 @@
 #include <array>
 #include <charconv>
 #include <cstdlib>
+#include <deque>
+#include <unordered_map>
 #include <iostream>
 #include <mutex>
 #include <stdexcept>
@@ -298,18 +300,27 @@ struct Controller::Impl {
     asio::steady_timer accept_retry_timer{io};
     tcp::endpoint bound;
     std::size_t pending_sessions = 0;                         // io thread only
+    std::deque<std::weak_ptr<Session>> pending_queue;         // io thread only, oldest first
+    std::unordered_map<std::string, std::size_t> pending_by_source;  // io thread only
+    void make_room(const std::string& source);
     std::vector<std::weak_ptr<Session>> session_by_index;     // io thread only
     std::thread thread;
 };
 
 class Controller::Impl::Session : public std::enable_shared_from_this<Session> {
 public:
-    Session(Impl& owner, tcp::socket socket, std::string peer)
+    Session(Impl& owner, tcp::socket socket, std::string peer, std::string source)
         : owner_(owner),
           socket_(std::move(socket)),
           hello_timer_(owner.io),
           decoder_(std::min(wire::kMaxHelloPayload, owner.options.max_payload)),
-          peer_(std::move(peer)) {}
+          peer_(std::move(peer)),
+          source_(std::move(source)) {}
+
+    const std::string& source() const { return source_; }
+    bool pending() const { return counted_pending_ && !closed_; }
+    // Dropped to make room for a newer connection (ControllerOptions::max_pending_connections).
+    void evict() { drop(DropReason::too_many_pending, "evicted: the oldest connection without HELLO"); }
 
     void start() {
         hello_timer_.expires_after(owner_.options.hello_timeout);
@@ -417,6 +428,8 @@ private:
         if (!counted_pending_) return;
         counted_pending_ = false;
         --owner_.pending_sessions;
+        if (auto it = owner_.pending_by_source.find(source_); it != owner_.pending_by_source.end() && --it->second == 0)
+            owner_.pending_by_source.erase(it);
     }
 
     Impl& owner_;
@@ -426,6 +439,7 @@ private:
     wire::Message message_;  // reused: decoding a heartbeat into it allocates nothing
     std::optional<RankSlot> slot_;
     std::string peer_;
+    std::string source_;  // the peer's address without the port
     bool closed_ = false;
     bool counted_pending_ = true;
 };
@@ -597,13 +611,37 @@ void Controller::Impl::start_session(tcp::socket socket) {
     error_code ec;
     const auto remote = socket.remote_endpoint(ec);
     std::string peer = ec ? std::string("unknown") : format_endpoint(remote);
-    if (pending_sessions >= options.max_pending_connections) {
-        record_drop(DropReason::too_many_pending, peer, "");
-        socket.close(ec);
+    std::string source = ec ? std::string("unknown") : remote.address().to_string();
+    make_room(source);
+    ++pending_sessions;
+    ++pending_by_source[source];
+    auto session = std::make_shared<Session>(*this, std::move(socket), std::move(peer), std::move(source));
+    pending_queue.push_back(session);
+    session->start();
+}
+
+void Controller::Impl::make_room(const std::string& source) {
+    // Forget what left the pending state on its own (HELLO, timeout, error).
+    while (!pending_queue.empty()) {
+        const auto front = pending_queue.front().lock();
+        if (front && front->pending()) break;
+        pending_queue.pop_front();
+    }
+    const auto from_source = pending_by_source.find(source);
+    const bool source_full = from_source != pending_by_source.end() &&
+                             from_source->second >= std::max<std::size_t>(1, options.max_pending_per_source);
+    const bool total_full = pending_sessions >= std::max<std::size_t>(1, options.max_pending_connections);
+    if (!source_full && !total_full) return;
+    // The oldest pending connection of this source if it is the one over its share, else the
+    // oldest of all: it had the longest time to say HELLO.
+    for (auto it = pending_queue.begin(); it != pending_queue.end(); ++it) {
+        const auto session = it->lock();
+        if (!session || !session->pending()) continue;
+        if (source_full && session->source() != source) continue;
+        pending_queue.erase(it);
+        session->evict();
         return;
     }
-    ++pending_sessions;
-    std::make_shared<Session>(*this, std::move(socket), std::move(peer))->start();
 }
 
 void Controller::Impl::attach(RankSlot slot, const std::shared_ptr<Session>& session) {
@@ -699,6 +737,9 @@ struct HeartbeatClient::Impl {
     void flush();
     void stop();
     void give_up(const std::string& why);
+    // The connection was lost or refused: reconnect (HELLO again) after a backoff, or give up
+    // once options.reconnect_for has passed since it was lost.
+    void connection_failed(const std::string& why);
     void close_socket();
     void say(std::string_view line) const;
 
@@ -708,15 +749,24 @@ struct HeartbeatClient::Impl {
     std::uint16_t port = 0;
     std::atomic<bool> active{true};
     std::atomic<bool> queue_full_reported{false};
+    std::atomic<bool> write_in_progress{false};  // mirrors `writing` for flush(limit)
 
     std::mutex queue_mutex;
     std::vector<std::byte> queued;  // frames from any thread, guarded by queue_mutex
+    std::vector<std::byte> hello_frame;  // sent first on every (re)connection
+    bool hello_queued = true;            // guarded by queue_mutex: queued starts with hello_frame
 
     asio::io_context io;
     tcp::socket socket{io};
     asio::steady_timer tick{io};
     asio::steady_timer deadline{io};
+    asio::steady_timer retry{io};
     // io thread only
+    unsigned generation = 0;  // bumped per connection attempt: handlers of an old socket are ignored
+    std::optional<std::chrono::steady_clock::time_point> lost_since;
+    milliseconds backoff{50};
+    std::chrono::steady_clock::time_point connected_at;
+    int quick_closes = 0;  // connections in a row the controller closed within 1 s (a wrong token?)
     std::vector<std::byte> in_flight;
     std::array<std::byte, 256> read_sink{};
     bool connected = false;
@@ -738,7 +788,8 @@ HeartbeatClient::Impl::Impl(HeartbeatClientOptions opts, const StepProgress& ste
     // HELLO goes first; encoding it here reports a bad role to the caller, not to a log.
     wire::encode(wire::Hello{options.token, options.role, options.world_rank, static_cast<std::int32_t>(::getpid()),
                              local_hostname()},
-                 queued);
+                 hello_frame);
+    queued = hello_frame;
     asio::post(io, [this] { connect(); });
     thread = std::thread([this] { run_io_loop(io, [this](std::string_view what) { say(what); }); });
 }
@@ -761,23 +812,27 @@ void HeartbeatClient::Impl::connect() {
     } catch (const std::exception& e) {
         return give_up(e.what());
     }
+    const unsigned gen = generation;
+    connect_timed_out = false;
     deadline.expires_after(options.connect_timeout);
-    deadline.async_wait([this](const error_code& ec) {
-        if (ec) return;
+    deadline.async_wait([this, gen](const error_code& ec) {
+        if (ec || gen != generation) return;
         connect_timed_out = true;
         close_socket();
     });
-    socket.async_connect(endpoint, [this](const error_code& ec) {
+    socket.async_connect(endpoint, [this, gen](const error_code& ec) {
+        if (gen != generation) return;
         deadline.cancel();
         if (stopping) return;
-        if (ec) return give_up("cannot connect to " + options.controller + ": " +
-                               (connect_timed_out ? std::string("timed out") : ec.message()));
+        if (ec) return connection_failed("cannot connect to " + options.controller + ": " +
+                                         (connect_timed_out ? std::string("timed out") : ec.message()));
         on_connected();
     });
 }
 
 void HeartbeatClient::Impl::on_connected() {
     connected = true;
+    connected_at = std::chrono::steady_clock::now();
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // small frames; latency matters more
     watch_for_close();
@@ -788,16 +843,28 @@ void HeartbeatClient::Impl::on_connected() {
 
 // The controller never sends; a completed read means it closed (or reset) the connection.
 void HeartbeatClient::Impl::watch_for_close() {
-    socket.async_read_some(asio::buffer(read_sink), [this](const error_code& ec, std::size_t) {
+    const unsigned gen = generation;
+    socket.async_read_some(asio::buffer(read_sink), [this, gen](const error_code& ec, std::size_t) {
+        if (gen != generation) return;
         if (!ec) return watch_for_close();
-        if (!stopping) give_up("the controller closed the connection (" + ec.message() + ")");
+        if (!stopping) connection_failed("the controller closed the connection (" + ec.message() + ")");
     });
 }
 
 void HeartbeatClient::Impl::schedule_tick() {
     tick.expires_after(options.period);
     tick.async_wait([this](const error_code& ec) {
-        if (ec || stopping || !active) return;
+        if (ec || stopping || !active || !connected) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (lost_since && now - connected_at >= std::chrono::seconds(1)) {
+            // The new connection held (it was not closed right after HELLO): back to normal.
+            say("reconnected to " + options.controller + " " +
+                std::to_string(duration_cast<milliseconds>(connected_at - *lost_since).count()) +
+                " ms after the connection was lost");
+            lost_since.reset();
+            backoff = milliseconds(50);
+            quick_closes = 0;
+        }
         heartbeat_due = true;
         flush();
         schedule_tick();
@@ -811,6 +878,7 @@ void HeartbeatClient::Impl::flush() {
     {
         const std::lock_guard lock(queue_mutex);
         in_flight.swap(queued);
+        hello_queued = false;
     }
     if (heartbeat_due) {
         // Clamped so that a runtime bug cannot make every heartbeat throw.
@@ -828,11 +896,15 @@ void HeartbeatClient::Impl::flush() {
     }
     if (in_flight.empty()) return;
     writing = true;
-    asio::async_write(socket, asio::buffer(in_flight), [this](const error_code& ec, std::size_t) {
+    write_in_progress = true;
+    const unsigned gen = generation;
+    asio::async_write(socket, asio::buffer(in_flight), [this, gen](const error_code& ec, std::size_t) {
+        if (gen != generation) return;
         writing = false;
+        write_in_progress = false;
         in_flight.clear();
         if (ec) {
-            if (!stopping) give_up("lost the connection to " + options.controller + " (" + ec.message() + ")");
+            if (!stopping) connection_failed("lost the connection to " + options.controller + " (" + ec.message() + ")");
             return;
         }
         if (bye_written) {
@@ -849,6 +921,7 @@ void HeartbeatClient::Impl::flush() {
 void HeartbeatClient::Impl::stop() {
     stopping = true;
     tick.cancel();
+    retry.cancel();
     if (!connected || !active) {  // still connecting, or already given up
         deadline.cancel();
         close_socket();
@@ -867,7 +940,43 @@ void HeartbeatClient::Impl::give_up(const std::string& why) {
     say(why + "; heartbeats stopped, training continues without the controller");
     tick.cancel();
     deadline.cancel();
+    retry.cancel();
     close_socket();
+}
+
+void HeartbeatClient::Impl::connection_failed(const std::string& why) {
+    if (stopping || !active) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (connected) quick_closes = now - connected_at < std::chrono::seconds(1) ? quick_closes + 1 : 0;
+    if (connected && !lost_since) backoff = milliseconds(50);
+    if (quick_closes >= 5)
+        return give_up(why + "; the controller closed 5 connections in a row right after HELLO "
+                             "(is FLASHREC_TOKEN the job's?)");
+    ++generation;  // whatever the old socket still reports is history
+    connected = false;
+    writing = false;
+    write_in_progress = false;
+    in_flight.clear();  // what was being written is lost; heartbeats are re-sent anyway
+    tick.cancel();
+    deadline.cancel();
+    close_socket();
+    socket = tcp::socket(io);
+    if (!lost_since) {
+        lost_since = now;
+        say(why + "; reconnecting");
+    }
+    if (now - *lost_since >= options.reconnect_for)
+        return give_up(why + " (reconnecting for " + std::to_string(options.reconnect_for.count()) + " ms failed)");
+    {
+        const std::lock_guard lock(queue_mutex);
+        if (!hello_queued) queued.insert(queued.begin(), hello_frame.begin(), hello_frame.end());
+        hello_queued = true;
+    }
+    retry.expires_after(backoff);
+    backoff = std::min(backoff * 2, milliseconds(1000));
+    retry.async_wait([this](const error_code& ec) {
+        if (!ec && !stopping && active) connect();
+    });
 }
 
 void HeartbeatClient::Impl::close_socket() {
@@ -898,6 +1007,22 @@ bool HeartbeatClient::send_event(const nlohmann::json& record) noexcept {
         return true;
     } catch (...) {  // invalid or oversize record: the caller learns it from the result
         return false;
+    }
+}
+
+bool HeartbeatClient::flush(std::chrono::milliseconds limit) noexcept {
+    asio::post(impl_->io, [impl = impl_.get()] { impl->flush(); });
+    const auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        if (!impl_->active) return false;
+        bool empty = false;
+        {
+            const std::lock_guard lock(impl_->queue_mutex);
+            empty = impl_->queued.empty();
+        }
+        if (empty && !impl_->write_in_progress) return true;
+        if (std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
 }
 

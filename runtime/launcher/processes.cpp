@@ -10,8 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -35,6 +33,34 @@ std::vector<pid_t> all_pids() {
     }
     ::closedir(dir);
     return pids;
+}
+
+bool have_children_files() {
+    static const bool yes =
+        ::access(("/proc/self/task/" + std::to_string(::getpid()) + "/children").c_str(), R_OK) == 0;
+    return yes;
+}
+
+// Children of `pid` from /proc/<pid>/task/<tid>/children (kernels with CONFIG_PROC_CHILDREN);
+// empty when `pid` is gone.
+std::vector<pid_t> children_from_files(pid_t pid) {
+    const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+    std::vector<pid_t> out;
+    DIR* dir = ::opendir(task_dir.c_str());
+    if (!dir) return out;
+    while (const dirent* entry = ::readdir(dir)) {
+        if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
+        const auto text = read_proc_file(task_dir + "/" + entry->d_name + "/children");
+        if (!text) continue;
+        const char* p = text->c_str();
+        char* end = nullptr;
+        for (long v = std::strtol(p, &end, 10); end != p; v = std::strtol(p, &end, 10)) {
+            if (v > 0) out.push_back(static_cast<pid_t>(v));
+            p = end;
+        }
+    }
+    ::closedir(dir);
+    return out;
 }
 
 class Spawn {
@@ -106,10 +132,31 @@ Child spawn_child(const std::vector<std::string>& argv, const std::vector<std::s
 
 bool become_subreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0; }
 
+std::optional<std::string> read_fd(int fd, std::size_t max_bytes) {
+    std::string text;
+    char buffer[4096];
+    for (;;) {
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return std::nullopt;  // ESRCH: the process exited while we read
+        if (n == 0) return text;
+        text.append(buffer, static_cast<std::size_t>(n));
+        if (text.size() >= max_bytes) return text;
+    }
+}
+
+std::optional<std::string> read_proc_file(const std::string& path, std::size_t max_bytes) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    auto text = read_fd(fd, max_bytes);
+    ::close(fd);
+    return text;
+}
+
 bool read_stat(pid_t pid, pid_t& ppid, char& state) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    if (!in) return false;
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto read = read_proc_file("/proc/" + std::to_string(pid) + "/stat");
+    if (!read) return false;
+    const std::string& text = *read;
     // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
     const auto close = text.rfind(')');
     if (close == std::string::npos || close + 4 >= text.size()) return false;
@@ -119,13 +166,29 @@ bool read_stat(pid_t pid, pid_t& ppid, char& state) {
 }
 
 std::vector<pid_t> descendants_of(pid_t root) {
+    std::vector<pid_t> out;
+    if (have_children_files()) {
+        // Walk down from `root` through the children files: no other process is looked at.
+        std::vector<pid_t> todo = children_from_files(root);
+        std::set<pid_t> seen{root};
+        while (!todo.empty()) {
+            const pid_t p = todo.back();
+            todo.pop_back();
+            if (!seen.insert(p).second) continue;
+            out.push_back(p);
+            const auto more = children_from_files(p);
+            todo.insert(todo.end(), more.begin(), more.end());
+        }
+        return out;
+    }
+    // Without children files the only way to find the tree is every process's parent pid
+    // (/proc/<pid>/stat only; a process that exits meanwhile is skipped).
     std::unordered_multimap<pid_t, pid_t> children;
     for (pid_t pid : all_pids()) {
         pid_t ppid = 0;
         char state = 0;
         if (read_stat(pid, ppid, state)) children.emplace(ppid, pid);
     }
-    std::vector<pid_t> out;
     std::vector<pid_t> todo{root};
     std::set<pid_t> seen{root};
     while (!todo.empty()) {
@@ -160,14 +223,17 @@ std::vector<pid_t> processes_with_env(std::string_view key, std::string_view val
     const pid_t self = ::getpid();
     for (pid_t pid : all_pids()) {
         if (pid == self) continue;
-        std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
-        if (!in) continue;
-        std::string entry;
-        while (std::getline(in, entry, '\0'))
-            if (entry == wanted) {
+        const auto environ = read_proc_file("/proc/" + std::to_string(pid) + "/environ");
+        if (!environ) continue;  // not ours to read, or gone
+        for (std::size_t pos = 0; pos < environ->size();) {
+            std::size_t end = environ->find('\0', pos);
+            if (end == std::string::npos) end = environ->size();
+            if (std::string_view(*environ).substr(pos, end - pos) == wanted) {
                 out.push_back(pid);
                 break;
             }
+            pos = end + 1;
+        }
     }
     return out;
 }

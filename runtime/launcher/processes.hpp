@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,11 +28,20 @@ Child spawn_child(const std::vector<std::string>& argv, const std::vector<std::s
 // children, so they can still be found, killed and reaped. false if the kernel refused.
 bool become_subreaper();
 
-// Every live process whose parent chain leads to `root` (not `root` itself), from /proc.
+// Reads an open file to its end (at most max_bytes): nullopt on any read error. /proc files of a
+// process that exits during the read fail with ESRCH; that is "gone", never an exception.
+std::optional<std::string> read_fd(int fd, std::size_t max_bytes = 1 << 20);
+// read_fd of a file opened here: nullopt when it cannot be opened or read.
+std::optional<std::string> read_proc_file(const std::string& path, std::size_t max_bytes = 1 << 20);
+
+// Every live process whose parent chain leads to `root` (not `root` itself): from the
+// /proc/<pid>/task/<tid>/children files where the kernel has them (only the tree is read),
+// else from every process's parent pid in /proc/<pid>/stat.
 std::vector<pid_t> descendants_of(pid_t root);
 // Whether `ancestor` is on `pid`'s parent chain.
 bool is_descendant(pid_t pid, pid_t ancestor);
-// Processes (other than this one) whose environment holds exactly `key=value`.
+// Processes (other than this one) whose environment holds exactly `key=value`. Reads every
+// process's environ: the supervisor uses it only where it could not become a subreaper.
 std::vector<pid_t> processes_with_env(std::string_view key, std::string_view value);
 // Parent pid and state letter of `pid` from /proc/<pid>/stat; false if it is gone.
 bool read_stat(pid_t pid, pid_t& ppid, char& state);

@@ -35,6 +35,7 @@
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/snapshot.hpp"
+#include "flashrec/ft/watchdog.hpp"
 #include "flashrec/ft/wire.hpp"
 #include "flashrec/runtime/checkpointing.hpp"
 #include "metrics.hpp"
@@ -62,6 +63,18 @@ constexpr auto kTeardownLimit = milliseconds(10000);
 constexpr auto kInterruptGrace = milliseconds(5000);
 constexpr auto kRecordWait = milliseconds(2000);    // the ranks' own tier-2 record after resuming
 constexpr auto kSpawnDaemonGrace = milliseconds(10000);  // PRRTE's daemon may die after a spawn
+// Once every rank of an attempt said BYE or was lost, mpirun has this long to exit by itself;
+// then the launcher ends it (PRRTE was seen waiting 125 s and more on ranks that were gone).
+constexpr auto kMpirunEndGrace = milliseconds(10000);
+// A rank whose control connection was cut while its process lives gets this long to reconnect
+// before the cut counts as a failure.
+constexpr auto kReconnectWait = milliseconds(5000);
+
+bool process_alive(pid_t pid) {
+    pid_t ppid = 0;
+    char state = 0;
+    return pid > 0 && read_stat(pid, ppid, state) && state != 'Z' && state != 'X';
+}
 constexpr const char* kLaunchIdVar = "FLASHREC_LAUNCH_ID";
 
 // A killed mpirun leaves its PRRTE session directory ${TMPDIR:-/tmp}/ompi.<pid> behind; a later
@@ -176,6 +189,8 @@ struct Attempt {
     bool ever_registered = false;
     bool job_stats_seen = false;
     bool progressed = false;  // a step completed in this attempt
+    std::optional<Clock::time_point> ranks_gone_since;  // every rank said BYE or was lost
+    bool mpirun_ended_by_launcher = false;
 };
 
 struct PendingRestart {
@@ -217,6 +232,9 @@ public:
         : plan_(plan), options_(options), layout_(plan.layout) {}
     int run();
     const std::string& launch_id() const { return launch_id_; }
+    // What a teardown looks for beyond this process's own tree: nothing when this process is a
+    // subreaper (orphans come back to it); else the launch id in every process's environment.
+    std::string teardown_tag() const { return subreaper_ ? std::string() : launch_id_; }
 
 private:
     // setup and output
@@ -262,6 +280,7 @@ private:
     // periodic
     void tick();
     void check_attempt_progress(const std::vector<ft::RankInfo>& ranks);
+    void check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock::time_point now);
     void finalize_restart(bool failed);
     void print_progress(bool force);
     void update_metrics(const std::vector<ft::RankInfo>& ranks);
@@ -289,6 +308,7 @@ private:
     std::shared_ptr<ft::EventLog> log_;
     ft::wire::Token token_{};
     std::string launch_id_;
+    bool subreaper_ = false;     // PR_SET_CHILD_SUBREAPER took: orphans of the job come back here
     std::string run_id_;
     std::unique_ptr<ft::Controller> controller_;
     std::string control_endpoint_;
@@ -321,7 +341,7 @@ private:
     // What the ranks said.
     std::map<int, FaultFired> faults_fired_;  // by pid
     std::set<std::string> fired_texts_;
-    std::map<int, int> exit_requests_;        // pid -> 75/76/77 from "ending the job" lines
+    std::map<int, int> exit_requests_;        // pid -> 75/76/77 from its ending_job record (or a missed deadline)
     std::map<int, int> mpi_errors_;           // error class -> count
     std::set<int> released_pids_;             // hot spares released at the end of the job
     std::vector<LostMsg> pending_lost_;
@@ -413,7 +433,8 @@ void Supervisor::setup() {
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (signal_fd_ < 0 || wake_fd_ < 0) throw Error(std::string("signalfd/eventfd: ") + std::strerror(errno));
     ::signal(SIGPIPE, SIG_IGN);
-    if (!become_subreaper()) say("warning: cannot become a child subreaper; orphaned ranks are found by their tag only");
+    subreaper_ = become_subreaper();
+    if (!subreaper_) say("warning: cannot become a child subreaper; orphaned ranks are found by their tag only");
 
     token_ = ft::wire::generate_token();
     launch_id_ = ft::wire::token_to_hex(ft::wire::generate_token()).substr(0, 16);
@@ -616,7 +637,6 @@ void Supervisor::handle_line(const std::string& line, bool is_err) {
     }
     if (line.find("flashrec") == std::string::npos) return;
     static const std::regex fault_rx(R"(flashrec: fault injected: (\S+) \(pid (\d+)(?:, unix_us (\d+))?\))");
-    static const std::regex ending_rx(R"(pid (\d+)\]: ending the job: (.*))");
     static const std::regex deadline_rx(R"(pid (\d+)\]: recovery epoch \d+: phase .* missed its deadline)");
     static const std::regex mpi_rx(R"(\(MPI error class (\d+)\))");
     if (line.find("fault injected") != std::string::npos && std::regex_search(line, m, fault_rx)) {
@@ -625,16 +645,6 @@ void Supervisor::handle_line(const std::string& line, bool is_err) {
         faults_fired_[pid] = f;
         fired_texts_.insert(f.text);
         log("fault_injected", {{"fault", f.text}, {"pid", pid}, {"unix_us", f.unix_us}, {"attempt", attempt_.index}});
-        return;
-    }
-    if (line.find("ending the job") != std::string::npos && std::regex_search(line, m, ending_rx)) {
-        const std::string why = m[2].str();
-        int code = 1;
-        if (why.find("(tier 2)") != std::string::npos) code = 75;
-        else if (why.find("(tier 3)") != std::string::npos) code = 76;
-        else if (why.find("no spare left") != std::string::npos || why.find("hot_spares exhausted") != std::string::npos)
-            code = 77;
-        exit_requests_[std::stoi(m[1].str())] = code;
         return;
     }
     if (line.find("missed its deadline") != std::string::npos && std::regex_search(line, m, deadline_rx)) {
@@ -688,7 +698,7 @@ void Supervisor::teardown(const std::string& why) {
     for (const auto& r : controller_->ranks())
         if (r.pid > 0) old_pids_.insert(r.pid);
     const pid_t pgid = attempt_.exited ? 0 : attempt_.child.pid;
-    const Teardown t = kill_everything(pgid, kLaunchIdVar, launch_id_, kTeardownLimit, [this](pid_t pid, int status) {
+    const Teardown t = kill_everything(pgid, kLaunchIdVar, teardown_tag(), kTeardownLimit, [this](pid_t pid, int status) {
         if (pid == attempt_.child.pid && !attempt_.exited) {
             attempt_.exited = true;
             attempt_.status = status;
@@ -816,6 +826,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     const json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
     say("the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
         std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
+    const bool nodes_lost = !lost_nodes_.empty();
     for (const auto& node : lost_nodes_) node_failed(node, rule.classification);
     lost_nodes_.clear();
     switch (rule.action) {
@@ -824,6 +835,21 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
                    std::string(rule.meaning));
             return;
         case Action::hdf5_resume:
+            // State lost in memory *in-job* (76) while every node lives: the dead processes' own
+            // segments are still in their nodes' /dev/shm, and a warm relaunch reads them (each
+            // role's new process finds its node's stores). Try that before HDF5 (issue 15,
+            // case 2), unless this attempt was itself a warm relaunch that found nothing.
+            if (obs.what == Observed::exit_code && obs.value == 76 && !nodes_lost &&
+                !(attempt_.kind == "warm_relaunch" && !attempt_.progressed)) {
+                log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
+                                                  {"why", "state lost in-job, but no node was lost: "
+                                                          "the dead processes' node-local segments may hold it"}});
+                if (try_warm_relaunch(reason, first_evidence)) {
+                    recorded.recovered_by = "warm relaunch " + std::to_string(warm_relaunches_) +
+                                            " (node-local segments of dead processes)";
+                    return;
+                }
+            }
             if (try_cold_restart(reason, first_evidence)) {
                 recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
                 return;
@@ -1371,6 +1397,13 @@ void Supervisor::on_event(const json& record) {
         std::lock_guard lock(metrics_state_.mutex);
         metrics_state_.steps = steps_completed();
         metrics_state_.loss = last_loss_;
+    } else if (name == "ending_job") {
+        // A rank ends the job on purpose and says with which exit code (the runtime's named
+        // codes: 75 relaunch, 76 state lost in memory, 77 no spare); anything else counts as 1.
+        const int pid = record.value("pid", 0);
+        int code = record.value("exit_code", 1);
+        if (code != ft::kExitForRelaunch && code != 76 && code != 77) code = 1;
+        if (pid > 0) exit_requests_[pid] = code;
     } else if (name == "recovery") {
         on_recovery(record);
     } else if (name == "job_stats") {
@@ -1503,6 +1536,7 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
                 last_progress_time_ = now;
             }
         }
+    check_ranks_gone(ranks, now);
     const auto& rc = cfg().recovery;
     const auto stall_limit = milliseconds(std::max<std::int64_t>(
         2LL * cfg().detection.hang_timeout_ms, (rc.max_epochs * 6LL + 1) * rc.phase_deadline_ms));
@@ -1514,6 +1548,34 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
         say("the job is stalled: " + forced_detail_ + "; ending it");
         ::kill(-attempt_.child.pid, SIGKILL);
     }
+}
+
+void Supervisor::check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock::time_point now) {
+    // A bounded end (issue 15, case 10): every process of this attempt that ever registered has
+    // left (BYE) or was lost, and the roles were all there once; mpirun gets kMpirunEndGrace.
+    if (!attempt_.all_registered || attempt_.exited || attempt_.mpirun_ended_by_launcher) return;
+    bool any = false, all_gone = true;
+    for (const auto& r : ranks) {
+        if (r.registered_at < attempt_.start) continue;
+        any = true;
+        if (r.status == ft::RankStatus::active) all_gone = false;
+        // A lost connection is not a dead process: where the process can be seen, it must be gone.
+        if (r.status == ft::RankStatus::lost && r.hostname == local_host_ && process_alive(r.pid)) all_gone = false;
+    }
+    if (!any || !all_gone) {
+        attempt_.ranks_gone_since.reset();
+        return;
+    }
+    if (!attempt_.ranks_gone_since) attempt_.ranks_gone_since = now;
+    if (now - *attempt_.ranks_gone_since < kMpirunEndGrace) return;
+    attempt_.mpirun_ended_by_launcher = true;
+    log("mpirun_lingered", {{"attempt", attempt_.index},
+                            {"pid", attempt_.child.pid},
+                            {"grace_ms", kMpirunEndGrace.count()},
+                            {"since_last_rank_ms", round3(ms_between(*attempt_.ranks_gone_since, now))}});
+    say("every rank has left, but mpirun (pid " + std::to_string(attempt_.child.pid) + ") did not exit within " +
+        human_ms(static_cast<double>(kMpirunEndGrace.count())) + "; ending it");
+    ::kill(-attempt_.child.pid, SIGKILL);
 }
 
 void Supervisor::update_metrics(const std::vector<ft::RankInfo>& ranks) {
@@ -1613,11 +1675,22 @@ void Supervisor::tick() {
     confirm_stalls();
     // Lost ranks, once their last words (exit lines) had a chance to arrive.
     for (auto it = pending_lost_.begin(); it != pending_lost_.end();) {
-        if (now - it->seen < kLostSettle && !attempt_.exited) {
+        const auto& inc = it->incident;
+        // A rank whose connection was cut but whose process lives reconnects (HELLO again):
+        // that is no failure (issue 15, case 4). Give a visibly live local process time for it.
+        if (const auto now_info = controller_->rank(inc.role);
+            now_info && now_info->pid == inc.pid && now_info->status == ft::RankStatus::active) {
+            log("rank_reconnected", {{"role", inc.role}, {"pid", inc.pid},
+                                     {"after_ms", round3(ms_between(it->seen, now))}});
+            it = pending_lost_.erase(it);
+            continue;
+        }
+        const bool settling = now - it->seen < kLostSettle ||
+                              (now - it->seen < kReconnectWait && inc.hostname == local_host_ && process_alive(inc.pid));
+        if (settling && !attempt_.exited) {
             ++it;
             continue;
         }
-        const auto& inc = it->incident;
         if (!interrupted_ && (!attempt_.exited || exit_requests_.empty())) {
             Incident i;
             i.attempt = attempt_.index;
@@ -1866,7 +1939,7 @@ int supervise(const Plan& plan, const SupervisorOptions& options) {
     } catch (...) {
         // The launcher itself failed (cannot start mpirun, out of memory, ...): leave nothing
         // behind, neither processes nor segments, then report.
-        kill_everything(0, kLaunchIdVar, supervisor.launch_id(), std::chrono::seconds(10), nullptr);
+        kill_everything(0, kLaunchIdVar, supervisor.teardown_tag(), std::chrono::seconds(10), nullptr);
         ft::remove_all(plan.cfg.job.name);
         throw;
     }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <span>
 
 #include "flashrec/ft/snapshot.hpp"
@@ -28,9 +29,18 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 // Committed versions held in (job, key), by their verified headers: reading every byte here
 // cost 0.7 s for 64 MiB stores. The version chosen is verified in full when it is read.
-recovery::Versions versions_in(const std::string& job, const std::string& key) {
+// `rejected` versions failed that full verification earlier; a store whose segments cannot even
+// be opened (a corrupt header) holds nothing usable.
+recovery::Versions versions_in(const std::string& job, const std::string& key,
+                               const std::set<std::int64_t>& rejected = {}) {
     recovery::Versions v;
-    const auto steps = ft::SnapshotReader(job, key).committed_steps();
+    std::vector<std::int64_t> steps;
+    try {
+        steps = ft::SnapshotReader(job, key).committed_steps();
+    } catch (const Error&) {
+        return v;
+    }
+    std::erase_if(steps, [&](std::int64_t s) { return rejected.contains(s); });
     if (!steps.empty()) v.newest = steps[0];
     if (steps.size() > 1) v.older = steps[1];
     return v;
@@ -59,9 +69,16 @@ Clock::time_point Runtime::Impl::deadline() const {
 }
 
 void Runtime::Impl::end_job(const std::string& why, int exit_code) {
-    std::fprintf(stderr, "flashrec[pid %d]: ending the job: %s\n", static_cast<int>(getpid()),
-                 why.c_str());
+    std::fprintf(stderr, "flashrec[pid %d]: ending the job (exit code %d): %s\n", static_cast<int>(getpid()),
+                 exit_code, why.c_str());
     std::fflush(stderr);
+    // The launcher acts on the exit code this process asks for (mpirun's own status says little
+    // under ULFM): a typed record, written out before the process goes.
+    if (heartbeat) {
+        heartbeat->send_event({{"event", "ending_job"}, {"exit_code", exit_code}, {"pid", static_cast<int>(getpid())},
+                               {"why", why.substr(0, 2000)}});
+        heartbeat->flush(std::chrono::milliseconds(500));
+    }
     // Not MPI_Abort: under ULFM it can take survivors down in odd ways; the launcher sees the
     // exit code and decides (75: relaunch from node-local snapshots; other: HDF5 restart).
     _exit(exit_code);
@@ -73,21 +90,35 @@ recovery::Report Runtime::Impl::report() const {
     r.node = node_name;
     r.id = process_id;
     r.step = step;
+    r.pristine = pristine;
     for (const auto& b : buffers) r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
     if (role_index < 0) return r;
     const std::string me = topology::role_key(coord());
-    r.own = versions_in(cfg.job.name, store_prefix() + me);
+    auto rejected_in = [&](const std::string& key) {
+        const auto it = rejected_versions.find(key);
+        return it == rejected_versions.end() ? std::set<std::int64_t>{} : it->second;
+    };
+    r.own = versions_in(cfg.job.name, store_prefix() + me, rejected_in(store_prefix() + me));
     for (int owner : held_roles) {
-        const std::string key = topology::role_key(topology::coord_of(shape, owner));
-        r.held.push_back({owner, versions_in(cfg.job.name, store_prefix() + ft::peer_role_key(key, me))});
+        const std::string key = store_prefix() + ft::peer_role_key(
+                                    topology::role_key(topology::coord_of(shape, owner)), me);
+        r.held.push_back({owner, versions_in(cfg.job.name, key, rejected_in(key))});
     }
     return r;
 }
 
 std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& comm) const {
     std::vector<recovery::Report> reports;
-    for (const auto& text : ft::allgather_strings(comm, recovery::serialize(report())))
-        reports.push_back(recovery::deserialize(text));
+    const auto texts = ft::allgather_strings(comm, recovery::serialize(report()));
+    try {
+        for (const auto& text : texts) reports.push_back(recovery::deserialize(text));
+    } catch (const Error& e) {
+        // A process that died inside the exchange can leave a torn report behind on some
+        // processes: this epoch is interrupted (the others meet its absence in their next
+        // collective, or its deadline), never a reason to end the process.
+        throw CommRevoked(0, 0, "exchange of recovery reports", "universe", comm.rank(),
+                          std::string("a torn report: ") + e.what());
+    }
     return reports;
 }
 
@@ -173,8 +204,19 @@ void Runtime::Impl::join_as_spawned() {
               "MPI_Recv(epoch)", merged);
     epoch = static_cast<int>(e);
     process_id = (e + 1) * 1000000 + world_rank;
-    const auto reports = exchange_reports(merged);
-    adopt_plan(std::move(merged), reports);  // registers with the control plane as its role
+    try {
+        const auto reports = exchange_reports(merged);
+        adopt_plan(std::move(merged), reports);  // registers with the control plane as its role
+    } catch (const ShardLost& lost) {
+        // The same decision as the survivors' (the same plan): end with the same exit code.
+        end_job(std::string(lost.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", 76);
+    } catch (const MpiError& failure) {
+        // A failure while joining (a survivor died, or ended the job, inside the exchange): this
+        // process has no state to lose; the survivors repair without it or end the job.
+        end_job(std::string("a spawned replacement could not join: ") + failure.what() +
+                    "; the survivors go on without it (or the launcher relaunches, tier 2)",
+                ft::kExitForRelaunch);
+    }
 }
 
 void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports) {
@@ -206,7 +248,17 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
     if (role_index < 0 && new_role >= 0) {
         restore_pending = true;
         restore_version = plan.version;
-        faults = runtime::FaultInjector();  // a replacement never re-fires the dead role's faults
+        // Faults target whoever holds the role (docs/config.md): the replacement takes the
+        // role's faults that lie beyond this failure. Those at or just after the furthest step
+        // reached may have fired in the dead process already; they are not re-armed.
+        std::vector<config::Fault> ahead;
+        for (const auto& f : cfg.faults)
+            if (!f.spare && f.step > plan.furthest_step + 1) ahead.push_back(f);
+        faults = runtime::FaultInjector(std::move(ahead), true);
+        const auto c = topology::coord_of(shape, new_role);
+        config::Fault holder;
+        holder.dp = c.dp, holder.tp = c.tp, holder.pp = c.pp;
+        faults.set_identity(holder);
     }
     role_index = new_role;
     node_of_role = plan.node_of_role;
@@ -232,6 +284,10 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
 
 void Runtime::Impl::send_restore(const recovery::Plan& plan) {
     const std::string me = topology::role_key(coord());
+    if (plan.initial) {
+        step = plan.version;  // nothing changed state yet: the live buffers are the initial state
+        return;
+    }
     if (plan.from_checkpoint) {
         restore_checkpoint(me, plan.version);
         step = plan.version;
@@ -309,6 +365,14 @@ void Runtime::Impl::receive_restore() {
         if (rep.role == role_index) mine = &rep;
     if (!mine) throw Error("recovery: this process took role " + std::to_string(role_index) +
                            " but the plan has no restore sources for it");
+    if (plan.initial) {
+        // Nobody had changed state yet: build this role's initial state as the job's start did
+        // (the trainer initialised the buffers before loop_start; --resume reads the checkpoint).
+        if (resume_requested) restore_checkpoint(topology::role_key(coord()), plan.version);
+        step = restore_version;
+        restore_pending = false;
+        return;
+    }
     if (plan.from_checkpoint) {
         restore_checkpoint(topology::role_key(coord()), plan.version);
         step = restore_version;
@@ -439,10 +503,26 @@ void Runtime::Impl::warm_restore() {
                                           topology::role_key(topology::coord_of(shape, owner)), me))
                     .newest >= 0)
             held_roles.push_back(owner);
+    // Stale segments of roles that moved (issue 15, case 3) may sit here under this node's name:
+    // make_plan's relaunch mode uses this node's own copy only when it has the version chosen.
     watchdog.arm("relaunch-exchange", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
-    const auto reports = exchange_reports(work);
+    // Plan, then verify every byte this process will send or restore from; a copy that fails
+    // (a flipped byte in the newest slot) is left out and everyone plans again, so the job
+    // falls back to the older slot or a replica instead of failing (issue 15, case 9). Each
+    // round leaves out at least one (store, version), so the loop ends.
+    recovery::Plan plan;
+    for (int round = 0;; ++round) {
+        const auto reports = exchange_reports(work);
+        plan = recovery::make_plan(shape, reports, recovery::Mode::relaunch);
+        if (plan.version < 0 || plan.initial) break;
+        const std::string bad = verify_restore_sources(plan);
+        int all_good = bad.empty() ? 1 : 0;
+        ft::check(MPI_Allreduce(MPI_IN_PLACE, &all_good, 1, MPI_INT, MPI_MIN, work.get()),
+                  "MPI_Allreduce(relaunch sources verified)", work);
+        if (all_good) break;
+        if (round >= 16) end_job("warm relaunch: snapshot copies kept failing verification", 76);
+    }
     timeline.mark("exchange");
-    recovery::Plan plan = recovery::make_plan(shape, reports);
     tier = 2;
     if (plan.version < 0) {
         std::string why;
@@ -470,6 +550,39 @@ void Runtime::Impl::warm_restore() {
             (plan.from_checkpoint ? ", from the HDF5 checkpoint" : "") + ")");
     start_protection(step);
     timeline.mark("resumed");
+}
+
+std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
+    const std::string me = topology::role_key(coord());
+    std::vector<std::pair<std::string, std::string>> stores;  // (segment key, what it is)
+    bool replaced = false;
+    for (const auto& rep : plan.replacements) {
+        replaced = replaced || rep.role == role_index;
+        if (rep.payload_from == role_index) {
+            const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
+            stores.emplace_back(store_prefix() + ft::peer_role_key(owner, me), "the ring copy of " + owner);
+        }
+    }
+    if (!replaced) stores.emplace_back(store_prefix() + me, "the own snapshot of " + me);
+    std::string bad;
+    for (const auto& [key, what] : stores) {
+        std::string problem;
+        try {
+            const auto view = ft::SnapshotReader(cfg.job.name, key).committed(plan.version);
+            if (!view.ok) problem = view.problem;
+        } catch (const Error& e) {
+            problem = e.what();
+        }
+        if (problem.empty()) continue;
+        rejected_versions[key].insert(plan.version);
+        const std::string line = what + ", version " + std::to_string(plan.version) +
+                                 " on node " + node_name + ", failed verification (" + problem + ")";
+        log("warm relaunch: " + line + "; not using it, planning again without it");
+        send_event({{"event", "snapshot_rejected"}, {"role", me}, {"store", key},
+                    {"version", plan.version}, {"problem", problem}});
+        bad += (bad.empty() ? "" : "; ") + line;
+    }
+    return bad;
 }
 
 void Runtime::Impl::park_until_needed() {

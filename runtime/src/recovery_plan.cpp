@@ -15,6 +15,7 @@ std::string serialize(const Report& r) {
         << r.own.newest << ' ' << r.own.older << ' ' << r.held.size();
     for (const auto& h : r.held)
         out << ' ' << h.owner_role << ' ' << h.versions.newest << ' ' << h.versions.older;
+    out << ' ' << r.pristine;
     return out.str();
 }
 
@@ -27,11 +28,12 @@ Report deserialize(const std::string& text) {
     if (!in || held > 4096) throw Error("recovery: malformed report '" + text + "'");
     r.held.resize(held);
     for (auto& h : r.held) in >> h.owner_role >> h.versions.newest >> h.versions.older;
+    in >> r.pristine;
     if (!in) throw Error("recovery: malformed report '" + text + "'");
     return r;
 }
 
-Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports) {
+Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports, Mode mode) {
     Plan plan;
     bool has_replicated = false;
     std::int64_t furthest_step = -1;
@@ -41,10 +43,9 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports)
     }
     plan.furthest_step = furthest_step;
     const int n_roles = shape.size();
-    std::vector<int> owner(static_cast<size_t>(n_roles), -1);  // process index per role
+    std::vector<int> process_of(static_cast<size_t>(n_roles), -1);  // live process per role
     for (size_t p = 0; p < reports.size(); ++p)
-        if (reports[p].role >= 0) owner[static_cast<size_t>(reports[p].role)] = static_cast<int>(p);
-    std::size_t used_spares = 0;
+        if (reports[p].role >= 0) process_of[static_cast<size_t>(reports[p].role)] = static_cast<int>(p);
     std::vector<int> spares;
     for (size_t p = 0; p < reports.size(); ++p)
         if (reports[p].role < 0) spares.push_back(static_cast<int>(p));
@@ -53,21 +54,14 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports)
 
     plan.role_of_process.resize(reports.size());
     for (size_t p = 0; p < reports.size(); ++p) plan.role_of_process[p] = reports[p].role;
+    std::size_t used_spares = 0;
+    std::vector<int> spare_for(static_cast<size_t>(n_roles), -1);
     for (int r = 0; r < n_roles; ++r) {
-        const int p = owner[static_cast<size_t>(r)];
-        // A process that holds a role but none of its state (started anew by a warm relaunch on
-        // a spare node) is restored like a replacement, in place.
-        if (p >= 0 && reports[static_cast<size_t>(p)].own.newest < 0) {
-            plan.replacements.push_back({r, p, -1, -1});
-            owner[static_cast<size_t>(r)] = -1;
-            continue;
-        }
-        if (p >= 0) continue;
+        if (process_of[static_cast<size_t>(r)] >= 0) continue;
         plan.dead_roles.push_back(r);
         if (used_spares < spares.size()) {
-            const int spare = spares[used_spares++];
-            plan.replacements.push_back({r, spare, -1, -1});
-            plan.role_of_process[static_cast<size_t>(spare)] = r;
+            spare_for[static_cast<size_t>(r)] = spares[used_spares++];
+            plan.role_of_process[static_cast<size_t>(spare_for[static_cast<size_t>(r)])] = r;
         } else {
             ++plan.missing_spares;
         }
@@ -81,7 +75,19 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports)
         if (plan.role_of_process[p] >= 0)
             plan.node_of_role[static_cast<size_t>(plan.role_of_process[p])] = node_id[reports[p].node];
 
-    // R = the newest version every role can be restored to.
+    // Whether role r's live process restores version v from its own snapshot. In-job, a live
+    // role always does (its snapshots are current); one with no snapshot at all (a warm relaunch
+    // put it on a new node) is restored in place. A warm relaunch also restores in place a role
+    // whose own snapshots lack v: what this node holds under its name may be the stale segments
+    // of a process that died before the role moved elsewhere (issue 15, case 3).
+    auto keeps_own = [&](int r, std::int64_t v) {
+        const int p = process_of[static_cast<size_t>(r)];
+        if (p < 0) return false;
+        const auto& own = reports[static_cast<size_t>(p)].own;
+        if (own.newest < 0) return false;
+        return mode == Mode::in_job || own.has(v);
+    };
+    // Sources of version v are roles that keep their own state at v (they run the sending side).
     auto dp_peers_with = [&](int role, std::int64_t v) {
         std::vector<int> peers;
         const auto c = topology::coord_of(shape, role);
@@ -89,53 +95,97 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports)
             auto pc = c;
             pc.dp = d;
             const int pr = topology::role_index(shape, pc);
-            const int p = owner[static_cast<size_t>(pr)];
-            if (pr != role && p >= 0 && reports[static_cast<size_t>(p)].own.has(v)) peers.push_back(pr);
+            if (pr != role && keeps_own(pr, v) &&
+                reports[static_cast<size_t>(process_of[static_cast<size_t>(pr)])].own.has(v))
+                peers.push_back(pr);
         }
         return peers;
     };
     auto holders_with = [&](int role, std::int64_t v) {
         std::vector<int> holders;
-        for (size_t p = 0; p < reports.size(); ++p)
+        for (size_t p = 0; p < reports.size(); ++p) {
+            const int holder = reports[p].role;
+            if (holder < 0 || holder == role || !keeps_own(holder, v)) continue;
             for (const auto& h : reports[p].held)
-                if (h.owner_role == role && h.versions.has(v) && reports[p].role >= 0)
-                    holders.push_back(reports[p].role);
+                if (h.owner_role == role && h.versions.has(v)) holders.push_back(holder);
+        }
         return holders;
     };
     std::set<std::int64_t, std::greater<>> candidates;
     for (const auto& rep : reports) {
         for (auto v : {rep.own.newest, rep.own.older})
             if (v >= 0) candidates.insert(v);
+        if (mode == Mode::relaunch)
+            for (const auto& h : rep.held)
+                for (auto v : {h.versions.newest, h.versions.older})
+                    if (v >= 0) candidates.insert(v);
     }
+    std::string tried;  // per candidate, the first role that lacks it (most recent first)
     for (std::int64_t v : candidates) {
-        bool complete = true;
         std::string missing;
-        for (int r = 0; r < n_roles && complete; ++r) {
-            const int p = owner[static_cast<size_t>(r)];
-            if (p >= 0) {
-                complete = reports[static_cast<size_t>(p)].own.has(v);
-                if (!complete) missing = "its own snapshot";
-            } else {
-                complete = !holders_with(r, v).empty() &&
-                           (!has_replicated || !dp_peers_with(r, v).empty());
-                if (!complete) missing = "its owner died and no live replica or DP peer has it";
+        int lacking = -1;
+        for (int r = 0; r < n_roles && lacking < 0; ++r) {
+            if (keeps_own(r, v)) {
+                if (!reports[static_cast<size_t>(process_of[static_cast<size_t>(r)])].own.has(v)) {
+                    lacking = r;
+                    missing = "its own snapshot";
+                }
+            } else if (holders_with(r, v).empty() || (has_replicated && dp_peers_with(r, v).empty())) {
+                lacking = r;
+                missing = process_of[static_cast<size_t>(r)] < 0
+                              ? "its owner died and no live replica or DP peer has it"
+                              : "neither its own snapshots here nor a live replica or DP peer have it";
             }
-            if (!complete && plan.problem.empty())
-                plan.problem = "role " + topology::role_key(topology::coord_of(shape, r)) +
-                               " has no complete version " + std::to_string(v) + " (" + missing + ")";
         }
-        if (!complete) continue;
+        if (lacking >= 0) {
+            tried += std::string(tried.empty() ? "" : "; ") + "version " + std::to_string(v) + ": role " +
+                     topology::role_key(topology::coord_of(shape, lacking)) + " lacks it (" + missing + ")";
+            continue;
+        }
         plan.version = v;
-        plan.problem.clear();
         // Version v is the state after v steps; a process in step s had completed s of them.
         plan.steps_replayed = std::max<std::int64_t>(0, furthest_step - v);
-        for (auto& rep : plan.replacements) {
-            rep.payload_from = holders_with(rep.role, v).front();
-            if (has_replicated) rep.replicated_from = dp_peers_with(rep.role, v).front();
+        for (int r = 0; r < n_roles; ++r) {
+            if (keeps_own(r, v)) continue;
+            const int p = process_of[static_cast<size_t>(r)] >= 0 ? process_of[static_cast<size_t>(r)]
+                                                                  : spare_for[static_cast<size_t>(r)];
+            if (p < 0) continue;  // no spare: counted in missing_spares
+            Replacement rep{r, p, -1, holders_with(r, v).front()};
+            if (has_replicated) rep.replicated_from = dp_peers_with(r, v).front();
+            plan.replacements.push_back(rep);
         }
         break;
     }
-    if (candidates.empty()) plan.problem = "no process reported a committed snapshot";
+    if (plan.version < 0) {
+        // Roles without a live process still get their spare (the caller falls back to HDF5).
+        for (int r : plan.dead_roles)
+            if (spare_for[static_cast<size_t>(r)] >= 0)
+                plan.replacements.push_back({r, spare_for[static_cast<size_t>(r)], -1, -1});
+        // In-place restores of a relaunch without a version: every live role lacking snapshots.
+        for (int r = 0; r < n_roles; ++r) {
+            const int p = process_of[static_cast<size_t>(r)];
+            if (p >= 0 && reports[static_cast<size_t>(p)].own.newest < 0) plan.replacements.push_back({r, p, -1, -1});
+        }
+    }
+    plan.problem = candidates.empty() ? "no process reported a committed snapshot"
+                                      : "no version is complete for every role (" + tried + ")";
+    if (plan.version >= 0) plan.problem.clear();
+    bool all_pristine = true;
+    for (const auto& rep : reports)
+        if (rep.role >= 0) all_pristine = all_pristine && rep.pristine;
+    if (plan.version < 0 && all_pristine) {
+        // Nothing has changed state yet (DESIGN.md: the optimizer runs only after the version it
+        // starts from is committed everywhere): start again from the initial state.
+        plan.initial = true;
+        // Live roles keep their state: only dead roles are replaced (by spares).
+        std::erase_if(plan.replacements, [&](const Replacement& rep) {
+            return reports[static_cast<size_t>(rep.process)].role >= 0;
+        });
+        plan.version = std::max<std::int64_t>(0, furthest_step);
+        plan.steps_replayed = 0;
+        plan.problem.clear();
+        return plan;
+    }
     if (plan.version < 0) {
         // Say what every live process could vouch for: an operator can see what was lost.
         plan.problem += "; what the live processes hold:";

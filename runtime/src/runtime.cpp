@@ -325,6 +325,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     resume_requested = cl.resume || std::getenv("FLASHREC_RESUME") != nullptr;
     relaunched = std::getenv("FLASHREC_RELAUNCH") != nullptr;
     fresh_snapshots = !relaunched;
+    pristine = !relaunched;
     timeline.debug = cfg.logging.level == "debug";
 
     for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
@@ -706,6 +707,18 @@ void Runtime::Impl::checkpoint_and_leave() {
     std::exit(0);
 }
 
+void Runtime::Impl::protect_first_version() {
+    // Not enter(): a step's sync-phase fault belongs to its own sync point, not to this wait.
+    progress.phase.store(ft::wire::Phase::commit_wait, std::memory_order_relaxed);
+    progress.step_tag.store(step, std::memory_order_relaxed);
+    guarded([&] {
+        if (protection) protection->wait();
+        int everyone_here = 1;
+        ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, work.get()),
+                  "MPI_Allreduce(first version committed)", work);
+    });
+}
+
 void Runtime::Impl::on_failure(const std::exception& e) {
     if (!abandoned)
         timeline.noticed_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
@@ -730,7 +743,27 @@ Runtime::Runtime(int& argc, char**& argv) : Runtime(argc, argv, std::string()) {
 Runtime::Runtime(int& argc, char**& argv, const std::string& config_path)
     : impl_(std::make_unique<Impl>(argc, argv, config_path)) {}
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+    // A trainer that leaves by an exception under plain mpirun: no launcher will relaunch from
+    // this process's segments or clean them up, so it removes its own stores (its snapshots and
+    // the ring copies it held) instead of leaving RAM behind in /dev/shm. Other processes' stores
+    // stay: survivors on this node may still need them. Under flashrec-launch the launcher owns
+    // their lifetime (a warm relaunch may need them); a SIGKILLed process leaves them in any case
+    // (flashrec-snapshots remove <job>). docs/limitations.md.
+    auto& im = *impl_;
+    if (std::uncaught_exceptions() == 0 || im.heartbeat || im.role_index < 0 || !im.loop_started) return;
+    try {
+        const std::string me = topology::role_key(im.coord());
+        im.retire_protection();
+        im.retired.clear();
+        im.retired_readers.clear();
+        ft::unlink_snapshot(im.cfg.job.name, im.store_prefix() + me);
+        for (int r : im.held_roles)
+            ft::unlink_snapshot(im.cfg.job.name, im.store_prefix() + ft::peer_role_key(
+                                                     topology::role_key(topology::coord_of(im.shape, r)), me));
+    } catch (...) {  // a destructor during unwinding must not throw
+    }
+}
 
 Role Runtime::role() const { return impl_->role(); }
 int Runtime::dp_size() const { return impl_->shape.dp; }
@@ -797,6 +830,13 @@ ShardRange Runtime::shard_range(std::size_t count) const {
 
 void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DType type,
                       Redundancy kind) {
+    if (impl_->loop_started)
+        throw UsageError("protect", name,
+                         "was registered after the step loop started: register every buffer before "
+                         "rt.steps() begins (a buffer added later has no snapshot or replica, so a "
+                         "recovery could not restore it)");
+    if (bytes == 0) throw UsageError("protect", name, "is empty (0 bytes): there is nothing to protect");
+    if (data == nullptr) throw UsageError("protect", name, "is a null pointer");
     for (const auto& b : impl_->buffers)
         if (b.name == name) throw Error("protect: buffer '" + name + "' is registered twice");
     if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
@@ -863,10 +903,12 @@ std::string Runtime::state_checksum() {
 std::int64_t Runtime::loop_start() {
     auto& im = *impl_;
     im.abandoned = false;
+    im.loop_started = true;
     if (im.restore_pending) {
         // This process took a dead role: its state arrives from the survivors.
         im.receive_restore();
         im.finish_recovery();
+        if (im.last_plan && im.last_plan->initial) im.protect_first_version();
     } else if (im.relaunched) {
         im.warm_restore();
         if (std::getenv("FLASHREC_CHECKPOINT_AND_EXIT")) im.checkpoint_and_leave();
@@ -880,9 +922,11 @@ std::int64_t Runtime::loop_start() {
             im.log("resumed from the HDF5 checkpoint of step " + std::to_string(*version) + " in " +
                    im.cfg.checkpoint.dir);
         im.start_protection(im.step);
+        im.protect_first_version();
     } else {
         im.step = 0;
         im.start_protection(im.step);
+        im.protect_first_version();
     }
     im.enter(Phase::forward, im.step);
     im.stats.step_start = Clock::now();
@@ -893,6 +937,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     auto& im = *impl_;
     if (im.abandoned) {
         im.recover();
+        if (im.role_index >= 0 && im.last_plan && im.last_plan->initial) im.protect_first_version();
         im.enter(Phase::forward, im.step);
         return im.step;
     }
@@ -1022,6 +1067,7 @@ bool Step::begin_update() {
                   "MPI_Allreduce(sync point)", im.work);
     });
     if (im.abandoned) return false;
+    im.pristine = false;  // the optimizer changes state from here on
     // Every role's snapshot `index_` is committed now (each waited before the allreduce).
     if (im.checkpointer) im.checkpointer->committed(index_);
     im.enter(Phase::optimizer, -1);

@@ -13,6 +13,13 @@ Scenarios:
                     connections hit the control plane of a real launch; the job is unaffected;
                     the metrics endpoint answers
   spares-exhausted  a rank dies with no spare left and no checkpoint: exit 77, reported clearly
+  mpirun-lingers    mpirun is SIGSTOPped while the job runs: once every rank said BYE the launcher
+                    ends it within its grace period; the job counts as finished
+  flood             a connection flood (idle, garbage, oversize, wrong token) for 8 s while the job
+                    runs and a rank is killed: same checksum, no healthy rank lost
+  state-on-live-nodes  dp0 and dp2 (each other's ring holders) die in one step: in-job recovery
+                    ends 76, the launcher warm-relaunches from the dead processes' node-local
+                    segments before HDF5; same checksum
   hdf5-restart      the same with HDF5 checkpoints (the rank is killed once one is published): the
                     launcher restarts with --resume (tier 3); same checksum
 
@@ -316,6 +323,140 @@ def scenario_hostile(a):
         print("metrics endpoint: ok (" + str(len(m.splitlines())) + " lines)", flush=True)
 
 
+def scenario_mpirun_lingers(a):
+    """Issue 15 (10): mpirun is SIGSTOPped while the job runs, so it can never exit by itself.
+    Once every rank said BYE, the launcher must end it within its stated grace (10 s) and
+    report the job finished."""
+    job = job_name(a.config)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    state = {"stopped": None}
+
+    def watcher(proc, path):
+        if state["stopped"]:
+            return
+        ev = events_tail(path)
+        pid = next((e["pid"] for e in ev if e["event"] == "launch"), None)
+        if pid and any(e["event"] == "job_running" for e in ev):
+            os.kill(pid, signal.SIGSTOP)
+            state["stopped"] = pid
+            print(f"test: SIGSTOPped mpirun (pid {pid}) while the job runs", flush=True)
+
+    rc, text = launch(a, ev_path, watcher=watcher, timeout=150)
+    ev = events(ev_path)
+    check(state["stopped"] is not None, "the test never got to stop mpirun")
+    end = common_end(a, job, rc, text, ev, 0, None)
+    check(end.get("outcome") == "finished", f"job_end outcome {end.get('outcome')}")
+    lingered = [e for e in ev if e["event"] == "mpirun_lingered"]
+    if check(len(lingered) == 1, f"expected one mpirun_lingered record, got {len(lingered)}"):
+        print(f"mpirun ended by the launcher {lingered[0].get('since_last_rank_ms')} ms after the last rank left "
+              f"(grace {lingered[0].get('grace_ms')} ms)", flush=True)
+
+
+def flood(endpoint, rng, seconds, workers=16):
+    """Many concurrent connections for `seconds`: idle ones held open, garbage, oversize frames
+    and wrong-token HELLOs, as fast as the workers can go (issue 15, case 4)."""
+    import threading
+    host, port = endpoint.rsplit(":", 1)
+    port = int(port)
+    stop = time.monotonic() + seconds
+    counts = {"opened": 0, "refused": 0}
+    lock = threading.Lock()
+
+    def worker(seed):
+        r = random.Random(seed)
+        held = []
+        while time.monotonic() < stop:
+            try:
+                s = socket.create_connection((host, port), timeout=1)
+            except OSError:
+                with lock:
+                    counts["refused"] += 1
+                time.sleep(0.01)
+                continue
+            with lock:
+                counts["opened"] += 1
+            kind = r.randrange(4)
+            try:
+                if kind == 0:
+                    held.append(s)  # idle: never sends HELLO
+                    if len(held) > 64:
+                        held.pop(0).close()
+                    continue
+                if kind == 1:
+                    s.sendall(bytes(r.getrandbits(8) for _ in range(r.randint(1, 2048))))
+                elif kind == 2:
+                    s.sendall(struct.pack("<I", 0xFFFFFFF0) + b"z" * 256)
+                else:
+                    s.sendall(hello(bytes(r.getrandbits(8) for _ in range(16)), role=b"dp1.tp0.pp0"))
+            except OSError:
+                pass
+            s.close()
+        for s in held:
+            s.close()
+
+    threads = [threading.Thread(target=worker, args=(rng.random(),)) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts
+
+
+def scenario_flood(a):
+    """Issue 15 (4): a connection flood with garbage during a real job, with a rank killed in
+    the middle of it (its replacement must register through the flood). Same checksum, exit 0,
+    no healthy rank lost to the flood."""
+    job = job_name(a.config)
+    ref = reference_checksum(a)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    rng = random.Random(4321)
+    state = {"flooded": None}
+
+    def watcher(proc, path):
+        if state["flooded"] is not None:
+            return
+        ev = events_tail(path)
+        endpoint = next((e["control"] for e in ev if e["event"] == "layout"), None)
+        if endpoint and any(e["event"] == "job_running" for e in ev):
+            state["flooded"] = flood(endpoint, rng, 8.0)
+            print(f"test: flood done: {state['flooded']}", flush=True)
+
+    rc, text = launch(a, ev_path, ["--fault", "role=2:step=150:phase=forward:action=kill"], watcher=watcher)
+    ev = events(ev_path)
+    common_end(a, job, rc, text, ev, 0, ref)
+    check(state["flooded"] is not None and state["flooded"]["opened"] > 200,
+          f"the flood did not happen at scale: {state['flooded']}")
+    failures = [e for e in ev if e["event"] == "failure"]
+    lost = [e for e in failures if e.get("role") != "dp2.tp0.pp0"]
+    check(not lost, f"the flood cost healthy ranks: {[(e.get('role'), e.get('observed')) for e in lost]}")
+    check(len([e for e in failures if e.get("role") == "dp2.tp0.pp0"]) == 1,
+          f"the killed rank was not reported once: {[(e.get('role'), e.get('observed')) for e in failures]}")
+    drops = {}
+    for e in ev:
+        if e["event"] == "connection_dropped":
+            drops[e["reason"]] = drops.get(e["reason"], 0) + 1
+    print(f"connections dropped by reason (logged ones): {drops}", flush=True)
+
+
+def scenario_state_on_live_nodes(a):
+    """Issue 15 (2): dp0 and dp2 hold each other's ring copies (node-aware, 2 nodes) and die in
+    the same step: in-job recovery finds the state lost (76), but both dead processes' own
+    snapshots are intact in their nodes' /dev/shm. The launcher tries a warm relaunch before
+    HDF5 (there is none here): same checksum, exit 0."""
+    job = job_name(a.config)
+    ref = reference_checksum(a)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    rc, text = launch(a, ev_path, ["--fault", "role=0:step=150:phase=forward:action=kill",
+                                   "--fault", "role=2:step=150:phase=forward:action=kill"])
+    ev = events(ev_path)
+    common_end(a, job, rc, text, ev, 0, ref)
+    check(any(e["event"] == "warm_relaunch_before_hdf5" for e in ev), "no warm_relaunch_before_hdf5 record")
+    rel = [e for e in ev if e["event"] == "warm_relaunch"]
+    if check(len(rel) == 1, f"expected one warm_relaunch record, got {len(rel)}"):
+        print(f"warm relaunch: restored version {rel[0].get('restored_version')}, "
+              f"{rel[0].get('steps_replayed')} step(s) replayed, outcome {rel[0].get('outcome')}", flush=True)
+
+
 def scenario_spares_exhausted(a):
     job = job_name(a.config)
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
@@ -374,7 +515,8 @@ def scenario_hdf5_restart(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["hang", "warm-relaunch", "hostile", "spares-exhausted", "hdf5-restart"])
+    ap.add_argument("scenario", choices=["hang", "warm-relaunch", "hostile", "spares-exhausted", "hdf5-restart",
+                                         "mpirun-lingers", "flood", "state-on-live-nodes"])
     ap.add_argument("--launcher", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--trainer", required=True)
@@ -384,7 +526,9 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     {"hang": scenario_hang, "warm-relaunch": scenario_warm_relaunch, "hostile": scenario_hostile,
-     "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart}[a.scenario](a)
+     "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart,
+     "mpirun-lingers": scenario_mpirun_lingers, "flood": scenario_flood,
+     "state-on-live-nodes": scenario_state_on_live_nodes}[a.scenario](a)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", flush=True)
         return 1

@@ -119,6 +119,24 @@ def scenarios(r):
     spawned, _ = configs(4)["spawned"]
     r.check("spawned: two failures in different steps", 4, spawned,
             ["role=0:step=6:phase=sync:action=kill", "role=2:step=18:phase=forward:action=kill"], 2, 0)
+    # Issue 15 (6): a fault targets whoever holds the role, so the replacement dies too.
+    r.check("the replacement dies too (hot)", 4, config,
+            ["role=1:step=8:phase=forward:action=kill", "role=1:step=20:phase=optimizer:action=kill"], 2, extra)
+    r.check("the replacement dies too (spawned)", 4, spawned,
+            ["role=3:step=7:phase=allreduce:action=kill", "role=3:step=19:phase=forward:action=kill"], 2, 0)
+
+
+def step0(r):
+    """Issue 15 (1): a failure in step 0 recovers like one in any later step."""
+    for kind, (config, extra) in configs(4).items():
+        for phase in ["forward", "replication", "allreduce", "sync"]:
+            r.check(f"step 0, {kind:>7}, kill in {phase}", 4, config,
+                    [f"role=1:step=0:phase={phase}:action=kill"], 1, extra)
+    config, extra = configs(4)["hot"]
+    # Owner and ring holder (node-aware, 2 nodes: 0 -> 2) together, before version 0 is anywhere.
+    r.check("step 0, owner + holder in replication", 4, config,
+            ["role=0:step=0:phase=replication:action=kill", "role=2:step=0:phase=replication:action=kill"],
+            1, extra)
 
 
 def soak(r, trials, seed):
@@ -134,6 +152,92 @@ def soak(r, trials, seed):
                 [f"role={victim}:step={step}:phase={phase}:action=kill"], 1, extra)
 
 
+# --- the chaos soak (issue 15): random combinations, each trial judged ----------------------------
+
+# Ring holders with placement node-aware on 2 nodes (rec-4*: 0,1 on node0, 2,3 on node1): the copy
+# of role r is kept by role (r + 2) % 4. For 8 ranks on 2 nodes: (r + 4) % 8.
+def holder_of(role, ranks):
+    return (role + ranks // 2) % ranks
+
+
+def chaos_trial(rng, t):
+    """One random trial: (name, ranks, kind, faults, expected recoveries, refusal allowed)."""
+    ranks = rng.choice([4, 4, 8])
+    kind = rng.choice(["hot", "spawned"])
+    category = rng.choice(["single", "single", "two-apart", "owner+holder", "during-recovery",
+                           "parked-spare", "replacement-dies", "two-steps"])
+    if category == "parked-spare" and kind != "hot":
+        kind = "hot"
+    step = rng.randrange(0, 26)
+    phase = rng.choice(PHASES)
+    action = rng.choice(["kill", "kill", "exit=" + str(rng.choice([1, 3, 42]))])
+    a = rng.randrange(ranks)
+    faults, expect, refusal = [], 1, False
+    if category == "single":
+        faults = [f"role={a}:step={step}:phase={phase}:action={action}"]
+    elif category == "two-apart":
+        # Two roles on one node: neither holds the other's copy.
+        b = a ^ 1
+        faults = [f"role={a}:step={step}:phase={phase}:action=kill", f"role={b}:step={step}:phase={phase}:action=kill"]
+    elif category == "owner+holder":
+        b = holder_of(a, ranks)
+        faults = [f"role={a}:step={step}:phase=forward:action=kill", f"role={b}:step={step}:phase=forward:action=kill"]
+        refusal = True  # both copies of a's sharded state are gone: HDF5 or a documented refusal
+    elif category == "during-recovery":
+        b = (a + 1) % ranks
+        faults = [f"role={a}:step={step}:phase={phase}:action=kill", f"role={b}:step={step}:phase=recovery:action=kill"]
+        refusal = holder_of(a, ranks) == b or holder_of(b, ranks) == a
+    elif category == "parked-spare":
+        faults = ["role=spare:0:step=0:phase=recovery:action=kill", f"role={a}:step={step}:phase={phase}:action=kill"]
+    elif category == "replacement-dies":
+        later = min(28, step + rng.randrange(3, 10))
+        faults = [f"role={a}:step={step}:phase={phase}:action=kill",
+                  f"role={a}:step={later}:phase={rng.choice(PHASES)}:action=kill"]
+        expect = 2
+    else:  # two failures in different steps
+        b = rng.randrange(ranks)
+        later = min(28, step + rng.randrange(3, 10))
+        faults = [f"role={a}:step={step}:phase={phase}:action=kill", f"role={b}:step={later}:phase=forward:action=kill"]
+        expect = 2
+    name = f"chaos {t}: {ranks} {kind} {category}"
+    return name, ranks, kind, faults, expect, refusal
+
+
+def chaos(r, trials, seed, snapshots):
+    rng = random.Random(seed)
+    table = {"identical": 0, "documented refusal": 0, "wrong": 0, "hung": 0, "leaked": 0}
+    for t in range(trials):
+        name, ranks, kind, faults, expect, refusal_ok = chaos_trial(rng, t)
+        config, extra = configs(ranks)[kind]
+        want = r.baseline(ranks, config, extra)
+        res = r.run(ranks, config, faults, extra)
+        out = res["output"]
+        job = "t-rec" + str(ranks) + ("-hot" if kind == "hot" else "")
+        leaked_procs = "fr-run: FAIL" in out and "left" in out
+        left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
+        # mpirun's exit code says little under ULFM (NOTES-ULFM trap 9): judged by the ranks' words.
+        refused = (res["checksum"] is None and "ending the job (exit code 76)" in out and "is lost in memory" in out
+                   and "mlp_trainer: error" not in out)
+        if res["hung"]:
+            verdict = "hung"
+        elif res["checksum"] == want and len(res["records"]) >= expect:
+            verdict = "leaked" if (left or leaked_procs) else "identical"
+        elif refused and refusal_ok:
+            verdict = "documented refusal"  # its segments stay for a relaunch: cleaned below
+        else:
+            verdict = "wrong"
+        table[verdict] += 1
+        ok = verdict in ("identical", "documented refusal")
+        print(f"{'ok  ' if ok else 'FAIL'} {name:<44} {verdict:<19} {' '.join(faults)}  ({res['seconds']:.1f} s)",
+              flush=True)
+        if not ok:
+            print(out[-2500:], flush=True)
+        r.results.append((name, ok, res))
+        if snapshots:
+            subprocess.run([snapshots, "remove", job], stdout=subprocess.DEVNULL)
+    print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items()) + f" (trials {trials}, seed {seed})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainer", required=True)
@@ -144,6 +248,11 @@ def main():
     m.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
     m.add_argument("--phases", nargs="+", default=PHASES)
     sub.add_parser("scenarios")
+    sub.add_parser("step0")
+    c = sub.add_parser("chaos")
+    c.add_argument("--trials", type=int, default=12)
+    c.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
+    c.add_argument("--snapshots", default="", help="flashrec-snapshots, to clean up after refusals")
     s = sub.add_parser("soak")
     s.add_argument("--trials", type=int, default=10)
     s.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -153,6 +262,11 @@ def main():
         matrix(r, a.ranks, a.phases)
     elif a.what == "scenarios":
         scenarios(r)
+    elif a.what == "step0":
+        step0(r)
+    elif a.what == "chaos":
+        print(f"chaos soak: {a.trials} trials, seed {a.seed}")
+        chaos(r, a.trials, a.seed, a.snapshots)
     else:
         print(f"soak: {a.trials} trials, seed {a.seed}")
         soak(r, a.trials, a.seed)

@@ -710,7 +710,8 @@ TEST_CASE("live: a wrong token is refused and logged while the controller keeps 
     CHECK_FALSE(live.controller->rank("dp1.tp0.pp0"));
     CHECK(eventually([&] { return log_has(live.log_path, "connection_dropped", "bad_token"); }));
 
-    // A client with a wrong token is told by the closed connection, says so once, and stops.
+    // A client with a wrong token is told by the closed connection: it tries again (a cut
+    // connection is retried), and after 5 connections closed right after HELLO it says so and stops.
     ClientLog messages;
     auto wrong = live.client_options("dp2.tp0.pp0");
     wrong.token = wire::generate_token();
@@ -718,8 +719,8 @@ TEST_CASE("live: a wrong token is refused and logged while the controller keeps 
     HeartbeatClient refused(wrong, progress);
     CHECK(eventually([&] { return !refused.active(); }));
     std::this_thread::sleep_for(200ms);
-    CHECK(messages.size() == 1);
-    CHECK(live.controller->drop_count(DropReason::bad_token) == 2);
+    CHECK(messages.size() == 2);  // "...; reconnecting", then giving up
+    CHECK(live.controller->drop_count(DropReason::bad_token) == 6);
 
     const auto before = live.controller->rank("dp0.tp0.pp0")->heartbeats;
     CHECK(eventually([&] { return live.registered("dp0.tp0.pp0", before + 3); }));
@@ -787,19 +788,46 @@ TEST_CASE("live: garbage, oversize and out-of-order frames are dropped without d
     CHECK(eventually([&] { return log_has(live.log_path, "connection_dropped", "oversize_frame"); }));
 }
 
-TEST_CASE("live: connections that never say HELLO are capped") {
+TEST_CASE("live: connections that never say HELLO are capped; the oldest makes room for a rank") {
+    // Issue 15 (4): under a flood of idle connections a rank that connects still registers.
     LiveController live(30s, 5s, /*max_pending=*/3);
     std::vector<std::unique_ptr<RawConnection>> idle;
     for (int i = 0; i < 3; ++i) idle.push_back(std::make_unique<RawConnection>(live.controller->port()));
-    RawConnection one_too_many(live.controller->port());
-    CHECK(one_too_many.closed_by_peer_within(5s));
+    RawConnection one_more(live.controller->port());
+    CHECK(idle.front()->closed_by_peer_within(5s));  // the oldest went, not the newcomer
     CHECK(live.controller->drop_count(DropReason::too_many_pending) == 1);
-    idle.clear();  // room again, once the controller has noticed the closes: retry until then
     StepProgress progress;
+    HeartbeatClient client(live.client_options("dp0.tp0.pp0"), progress);
+    CHECK(eventually([&] { return live.registered("dp0.tp0.pp0"); }, 5s));
+    CHECK(live.controller->drop_count(DropReason::too_many_pending) == 2);
+    CHECK(client.active());
+}
+
+TEST_CASE("live: a rank whose connection is cut reconnects and registers again") {
+    // Issue 15 (4): the controller restarts on the same port (a cut connection, seen from the
+    // rank): the client says HELLO again and its heartbeats resume.
+    auto first = std::make_unique<LiveController>();
+    const wire::Token token = first->token;
+    ClientLog messages;
+    StepProgress progress;
+    auto options = first->client_options("dp0.tp0.pp0");
+    options.log = messages.sink();
+    HeartbeatClient client(options, progress);
+    REQUIRE(eventually([&] { return first->registered("dp0.tp0.pp0"); }));
+    const auto port = first->controller->port();
+    first.reset();
+    ControllerOptions again;
+    again.token = token;
+    again.port = port;
+    again.event_log = std::make_shared<EventLog>(std::filesystem::temp_directory_path() /
+                                                 ("flashrec-cp-test-reconnect-" + std::to_string(::getpid()) + ".jsonl"));
+    Controller second(std::move(again));
     CHECK(eventually([&] {
-        HeartbeatClient client(live.client_options("dp0.tp0.pp0"), progress);
-        return eventually([&] { return live.registered("dp0.tp0.pp0"); }, 2s);
+        const auto info = second.rank("dp0.tp0.pp0");
+        return info && info->status == RankStatus::active && info->heartbeats >= 3;
     }));
+    CHECK(client.active());
+    CHECK(eventually([&] { return messages.size() == 2; }));  // "...; reconnecting", "reconnected ..."
 }
 
 TEST_CASE("live: a rank whose heartbeats stop is declared hung within hang_timeout + a period") {
@@ -897,16 +925,17 @@ TEST_CASE("live: when the controller disappears the client stops quietly and its
     auto live = std::make_unique<LiveController>();
     auto options = live->client_options("dp0.tp0.pp0");
     options.log = messages.sink();
+    options.reconnect_for = 500ms;
     auto client = std::make_unique<HeartbeatClient>(options, progress);
     REQUIRE(eventually([&] { return live->registered("dp0.tp0.pp0"); }));
 
-    live.reset();  // the launcher died
+    live.reset();  // the launcher died: the client retries for reconnect_for, then stops
     CHECK(eventually([&] { return !client->active(); }));
     for (int step = 0; step < 5; ++step) {  // the "trainer" keeps going
         progress.step_tag = step;
         std::this_thread::sleep_for(20ms);
     }
-    CHECK(messages.size() == 1);
+    CHECK(messages.size() == 2);
     CHECK_FALSE(client->send_event({{"event", "loss"}}));
 
     auto destroyed = std::async(std::launch::async, [&] { client.reset(); });
@@ -926,9 +955,10 @@ TEST_CASE("live: with no controller listening the client gives up once and exits
     options.token = wire::generate_token();
     options.role = "dp0.tp0.pp0";
     options.log = messages.sink();
+    options.reconnect_for = 500ms;
     auto client = std::make_unique<HeartbeatClient>(options, progress);
     CHECK(eventually([&] { return !client->active(); }, 5s));
-    CHECK(messages.size() == 1);
+    CHECK(messages.size() == 2);
     auto destroyed = std::async(std::launch::async, [&] { client.reset(); });
     CHECK(destroyed.wait_for(3s) == std::future_status::ready);
 

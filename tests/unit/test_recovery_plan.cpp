@@ -105,3 +105,62 @@ TEST_CASE("warm relaunch: a process holding a role but none of its state is rest
     CHECK(plan.replacements[1].payload_from == 3);
     CHECK(plan.dead_roles.empty());
 }
+
+TEST_CASE("a failure before the first version was committed anywhere: everyone starts again from the initial state") {
+    // Issue 15 (1): roles 0 and 2 died while version 0 was being protected; nothing changed state.
+    Report s1 = survivor(1, -1, -1, 3, -1, -1, 0), s3 = survivor(3, -1, -1, 1, -1, -1, 0);
+    s1.pristine = s3.pristine = true;
+    const Plan plan = make_plan(shape, {s1, s3, spare(7), spare(8)});
+    CHECK(plan.initial);
+    CHECK(plan.version == 0);
+    CHECK(plan.problem.empty());
+    CHECK(plan.replacements.size() == 2);
+    CHECK(plan.missing_spares == 0);
+    // Once an optimizer ran (a survivor is no longer pristine), a lost version stays lost.
+    s3.pristine = false;
+    CHECK_FALSE(make_plan(shape, {s1, s3, spare(7), spare(8)}).initial);
+    CHECK(make_plan(shape, {s1, s3, spare(7), spare(8)}).version == -1);
+}
+
+TEST_CASE("pristine survives serialization") {
+    Report r = survivor(2, 9, 8, 0, 9, 8);
+    r.pristine = true;
+    CHECK(deserialize(serialize(r)).pristine);
+}
+
+TEST_CASE("warm relaunch after an in-job repair: stale own segments of a role that moved are not needed") {
+    // Issue 15 (3): role 2 died at step 490 and its replacement ran elsewhere; the relaunch put
+    // role 2 back on node1, where only the dead original's segments [490,489] are. Its ring
+    // holder (role 0) has 1074 and 1073; role 1 finished 1073 only.
+    const std::vector<Report> reports{survivor(0, 1074, 1073, 2, 1074, 1073, -1),
+                                      survivor(1, 1073, 1072, 3, 1073, 1072, -1),
+                                      survivor(2, 490, 489, 0, 1074, 1073, -1),
+                                      survivor(3, 1074, 1073, 1, 1073, 1072, -1)};
+    const Plan in_job = make_plan(shape, reports);  // in-job rules: a live role must hold it itself
+    CHECK(in_job.version == -1);
+    // The message names, per version, a role that really lacks it.
+    CHECK(in_job.problem.find("version 1074: role dp1.tp0.pp0") != std::string::npos);
+    CHECK(in_job.problem.find("version 1073: role dp2.tp0.pp0") != std::string::npos);
+    const Plan plan = make_plan(shape, reports, Mode::relaunch);
+    CHECK(plan.version == 1073);
+    REQUIRE(plan.replacements.size() == 1);
+    CHECK(plan.replacements[0].role == 2);
+    CHECK(plan.replacements[0].process == 2);  // restored in place
+    CHECK(plan.replacements[0].payload_from == 0);
+    CHECK(plan.replacements[0].replicated_from == 0);
+    CHECK(plan.dead_roles.empty());
+}
+
+TEST_CASE("warm relaunch: a role restored in place is never a source") {
+    // Role 0 lacks 7 (only 6 of its own): it is restored from role 2's copy, and role 1's
+    // replicated buffers may not come from it.
+    const std::vector<Report> reports{survivor(0, 6, 5, 2, 7, 6, -1), survivor(1, -1, -1, 3, -1, -1, -1),
+                                      survivor(2, 7, 6, 0, 7, 6, -1), survivor(3, 7, 6, 1, 7, 6, -1)};
+    const Plan plan = make_plan(shape, reports, Mode::relaunch);
+    CHECK(plan.version == 7);
+    REQUIRE(plan.replacements.size() == 2);
+    CHECK(plan.replacements[0].role == 0);
+    CHECK(plan.replacements[1].role == 1);
+    CHECK(plan.replacements[1].replicated_from == 2);
+    CHECK(plan.replacements[1].payload_from == 3);
+}

@@ -27,6 +27,20 @@ private:
     std::string field_;
 };
 
+// A call the API does not allow as made (protect() after the step loop started, a null or empty
+// buffer): thrown at the call, naming the call and the buffer.
+class UsageError : public Error {
+public:
+    UsageError(std::string call, std::string buffer, const std::string& problem)
+        : Error(call + ": buffer '" + buffer + "' " + problem), call_(std::move(call)), buffer_(std::move(buffer)) {}
+    const std::string& call() const { return call_; }
+    const std::string& buffer() const { return buffer_; }
+
+private:
+    std::string call_;
+    std::string buffer_;
+};
+
 // An MPI call failed for a reason that is not a process failure.
 class MpiError : public Error {
 public:

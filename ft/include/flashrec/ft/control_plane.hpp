@@ -132,7 +132,12 @@ struct ControllerOptions {
     std::chrono::milliseconds check_period{100};
     std::chrono::milliseconds hello_timeout{5'000};
     std::size_t max_payload = wire::kDefaultMaxPayload;
+    // Connections that have not sent HELLO yet, in total and per source address. When either is
+    // reached, the oldest such connection (of that source, if it has any) is dropped to make
+    // room: a flood cannot lock out a rank that connects (and sends HELLO at once) meanwhile.
+    // Authenticated sessions never count and are never dropped for room.
     std::size_t max_pending_connections = 256;
+    std::size_t max_pending_per_source = 64;
     // Where registrations, drops, incidents and the ranks' events go; null: std::clog.
     std::shared_ptr<EventLog> event_log;
     // Called once per incident, on the controller's thread (or the thread calling feed_*); keep
@@ -189,6 +194,9 @@ struct HeartbeatClientOptions {
     std::int32_t world_rank = 0;
     std::chrono::milliseconds period{100};
     std::chrono::milliseconds connect_timeout{2'000};
+    // A lost or refused connection is retried (HELLO again) with a backoff up to 1 s, for this
+    // long after it was lost; then the client gives up and training goes on without it.
+    std::chrono::milliseconds reconnect_for{60'000};
     // How long the destructor waits for BYE to be written before it closes anyway.
     std::chrono::milliseconds bye_timeout{500};
     std::size_t max_queued_event_bytes = 1 << 20;
@@ -215,6 +223,9 @@ public:
     // Queues a record for the event log (a JSON object with a string "event"). Never throws;
     // false when it was dropped: invalid, too large, queue full, or no controller.
     bool send_event(const nlohmann::json& record) noexcept;
+    // Waits until every queued event was written to the socket (true), or `limit` passed, or
+    // the client gave up (false). For a process about to _exit with a record the launcher acts on.
+    bool flush(std::chrono::milliseconds limit) noexcept;
     // Connected or still connecting; false once it gave up.
     bool active() const noexcept;
 

@@ -29,6 +29,10 @@ struct Report {
     bool has_replicated = false; // its role has replicated buffers
     Versions own;
     std::vector<HeldCopy> held;
+    // Its state is still what the job started from (the trainer's initialisation, or the
+    // --resume checkpoint) and no version has been committed everywhere yet: a failure now
+    // loses nothing a replacement cannot rebuild the same way.
+    bool pristine = false;
 };
 std::string serialize(const Report& r);
 Report deserialize(const std::string& text);  // throws flashrec::Error on garbage
@@ -51,8 +55,15 @@ struct Plan {
     std::int64_t steps_replayed = 0;   // completed steps that will run again
     bool from_checkpoint = false;      // tier 3: every role restores `version` from HDF5
     std::int64_t furthest_step = -1;   // the furthest step any live process had reached
+    // A failure before the first version was committed everywhere (every live role pristine):
+    // survivors keep their untouched state, replacements build theirs as at the start, and
+    // the job protects `version` again before its first step.
+    bool initial = false;
 };
 
-Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports);
+// in_job: live roles restore their own newest snapshots (they are current). relaunch: a live
+// role may be restored in place from a replica when its node's own snapshots lack the version.
+enum class Mode { in_job, relaunch };
+Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports, Mode mode = Mode::in_job);
 
 }  // namespace flashrec::recovery

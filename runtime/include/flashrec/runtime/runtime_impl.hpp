@@ -3,8 +3,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -198,6 +200,19 @@ struct Runtime::Impl {
     bool relaunched = false;               // FLASHREC_RELAUNCH: tier 2, restore from node-local snapshots
     bool fresh_snapshots = true;           // first protection start of a new job: drop stale segments
     void warm_restore();                   // tier 2, from loop_start
+    // Warm relaunch: reads every byte of the copies this process would restore or send for
+    // plan.version; each that fails is logged, reported as an event and left out of the next
+    // report (rejected_versions). Returns what failed ("" if all verified).
+    std::string verify_restore_sources(const recovery::Plan& plan);
+    std::map<std::string, std::set<std::int64_t>> rejected_versions;  // segment key -> versions
+    // No optimizer has run in this job incarnation: the state is the initial one (the
+    // trainer's, or the --resume checkpoint's). A relaunched job never is (it restored a version).
+    bool pristine = true;
+    bool loop_started = false;  // protect() is refused from here on
+    // Before the first step (and again after a recovery that found no version): wait until the
+    // starting version is committed everywhere, so that a failure in step 0 restores it from
+    // memory like any later version. A failure meanwhile abandons the step (recovery follows).
+    void protect_first_version();
 };
 
 }  // namespace flashrec

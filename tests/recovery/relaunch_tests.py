@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Warm relaunch (tier 2) straight through tools/fr-mpirun, judged against a failure-free run.
+
+  relaunch_tests.py --tools DIR --trainer EXE --snapshots EXE --config YAML <case>
+
+Cases (issue 15):
+  after-repair    an in-job repair moves role dp2 onto the hot spare's node, then the whole job is
+                  SIGKILLed; the relaunch (FLASHREC_RELAUNCH=1, dp2 back on its first node, where
+                  only the dead original's stale segments are) must resume from the newest
+                  version complete for every role, with the failure-free checksum
+  corrupt-newest  the whole job is SIGKILLed, one byte of dp1's newest own snapshot is flipped;
+                  the relaunch must reject that copy, say so, and resume from the older slot or a
+                  replica with the failure-free checksum
+
+The killed job runs in its own session with a unique FLASHREC_TEST_TAG, and everything carrying
+the tag is SIGKILLed (as tools/fr-run does). Prints PASS or FAIL lines.
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+FAILURES = []
+
+
+def check(cond, msg):
+    if not cond:
+        FAILURES.append(msg)
+        print(f"FAIL: {msg}", flush=True)
+    return cond
+
+
+def job_name(config):
+    with open(config) as f:
+        return re.search(r"name:\s*([A-Za-z0-9_-]+)", f.read()).group(1)
+
+
+def checksum(text):
+    sums = re.findall(r"^final_checksum=([0-9a-f]{16})$", text, re.M)
+    return sums[0] if len(sums) == 1 else None
+
+
+def run(a, args, env=None, timeout=180):
+    cmd = [os.path.join(a.tools, "fr-run"), "--timeout", str(timeout), "--",
+           os.path.join(a.tools, "fr-mpirun"), "-n", "5", a.trainer, "--config", a.config, *args]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env={**os.environ, **(env or {})})
+    return p.returncode, p.stdout
+
+
+def tagged(tag):
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if f"FLASHREC_TEST_TAG={tag}".encode() in f.read().split(b"\0"):
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids
+
+
+def run_and_kill_at(a, args, step, timeout=120):
+    """Runs the job until its leader logs `step` or later, then SIGKILLs all of it at once."""
+    tag = uuid.uuid4().hex
+    # stdbuf: the leader's "step N" lines arrive as they are printed, not at the end.
+    cmd = [os.path.join(a.tools, "fr-mpirun"), "-n", "5", "stdbuf", "-oL", a.trainer, "--config", a.config, *args]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True, env={**os.environ, "FLASHREC_TEST_TAG": tag})
+    out, start, reached = [], time.monotonic(), None
+    for line in p.stdout:
+        out.append(line)
+        m = re.match(r"step (\d+) ", line)
+        if m and int(m.group(1)) >= step:
+            reached = int(m.group(1))
+            break
+        if time.monotonic() - start > timeout:
+            break
+    # Everything at once, like a node losing power: nothing gets to clean up.
+    for _ in range(50):
+        pids = tagged(tag)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not pids:
+            break
+        time.sleep(0.05)
+    p.wait()
+    text = "".join(out)
+    check(reached is not None, f"the job never reached step {step}:\n{text[-2000:]}")
+    print(f"killed the whole job at step {reached}", flush=True)
+    return text
+
+
+def snapshots(a, job):
+    p = subprocess.run([a.snapshots, "verify", job], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return p.stdout
+
+
+def flip_newest_own(a, job, key):
+    """Flips one byte in the middle of the newest committed slot of store `key`."""
+    listing = snapshots(a, job)
+    m = re.search(rf"^ok\s+{re.escape(key)}\s+version (\d+) \(epoch \d+, slot (\d)\)", listing, re.M)
+    if not check(m is not None, f"no verified store {key} after the kill:\n{listing}"):
+        return None
+    version, slot = int(m.group(1)), m.group(2)
+    path = f"/dev/shm/flashrec.{job}.{key}.{slot}"
+    with open(path, "r+b") as f:
+        size = f.seek(0, 2)
+        f.seek(size // 2)
+        b = f.read(1)
+        f.seek(size // 2)
+        f.write(bytes([b[0] ^ 0x10]))
+    after = snapshots(a, job)
+    m2 = re.search(rf"^ok\s+{re.escape(key)}\s+version (\d+)", after, re.M)
+    check(m2 is None or int(m2.group(1)) != version,
+          f"flipping a byte of {path} went unnoticed by verification:\n{after}")
+    print(f"flipped one byte of {path} (version {version}); verify now says: "
+          f"{(m2.group(0) if m2 else 'no complete version')}", flush=True)
+    return version
+
+
+def relaunch(a, ref):
+    rc, text = run(a, [], env={"FLASHREC_RELAUNCH": "1"})
+    got = checksum(text)
+    if not check(got == ref, f"relaunch checksum {got}, failure-free {ref}"):
+        print(text[-4000:], flush=True)
+    m = re.search(r"warm relaunch: restored version (\d+)", text)
+    print(f"relaunch: {m.group(0) if m else 'no restore line'}; exit code {rc}", flush=True)
+    return text
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case", choices=["after-repair", "corrupt-newest"])
+    ap.add_argument("--tools", required=True)
+    ap.add_argument("--trainer", required=True)
+    ap.add_argument("--snapshots", required=True)
+    ap.add_argument("--config", required=True)
+    a = ap.parse_args()
+    job = job_name(a.config)
+    subprocess.run([a.snapshots, "remove", job], stdout=subprocess.DEVNULL)
+    rc, text = run(a, [])
+    ref = checksum(text)
+    if not check(ref is not None, "the failure-free run printed no final_checksum"):
+        print(text[-3000:])
+        return 1
+    print(f"failure-free: final_checksum={ref}", flush=True)
+    if a.case == "after-repair":
+        text = run_and_kill_at(a, ["--fault", "role=2:step=300:phase=forward:action=kill"], 700)
+        check("fault injected" in text, "the in-job fault did not fire before the kill")
+        check('"event":"recovery"' in text, "no in-job recovery before the kill")
+        print(snapshots(a, job), flush=True)
+        relaunch(a, ref)
+    else:
+        run_and_kill_at(a, [], 700)
+        if flip_newest_own(a, job, "node0.dp1.tp0.pp0") is not None:
+            text = relaunch(a, ref)
+            check("failed verification" in text, "the relaunch did not say that it rejected the corrupt copy")
+    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
+    check(not left, f"segments left after the relaunch ended: {left}")
+    subprocess.run([a.snapshots, "remove", job], stdout=subprocess.DEVNULL)
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed")
+        return 1
+    print(f"PASS {a.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
