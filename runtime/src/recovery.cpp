@@ -554,18 +554,18 @@ void Runtime::Impl::warm_restore() {
 
 std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
     const std::string me = topology::role_key(coord());
-    std::vector<std::pair<std::string, std::string>> stores;  // (segment key, what it is)
+    std::vector<std::pair<std::string, std::string>> sources;  // (segment key, what it is)
     bool replaced = false;
     for (const auto& rep : plan.replacements) {
         replaced = replaced || rep.role == role_index;
         if (rep.payload_from == role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
-            stores.emplace_back(store_prefix() + ft::peer_role_key(owner, me), "the ring copy of " + owner);
+            sources.emplace_back(store_prefix() + ft::peer_role_key(owner, me), "the ring copy of " + owner);
         }
     }
-    if (!replaced) stores.emplace_back(store_prefix() + me, "the own snapshot of " + me);
+    if (!replaced) sources.emplace_back(store_prefix() + me, "the own snapshot of " + me);
     std::string bad;
-    for (const auto& [key, what] : stores) {
+    for (const auto& [key, what] : sources) {
         std::string problem;
         try {
             const auto view = ft::SnapshotReader(cfg.job.name, key).committed(plan.version);
