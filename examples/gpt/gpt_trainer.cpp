@@ -60,10 +60,10 @@ int main(int argc, char** argv) {
         const gpt::Layout layout = gpt::make_layout(c);
         const gpt::Stage stage(c, layout);
         std::vector<float> params = gpt::init_params(c, layout, rt.seed());
-        const auto [first, last] = rt.shard_range(params.size());  // this DP role's ZeRO-1 part
-        std::vector<double> master(params.begin() + static_cast<std::ptrdiff_t>(first),
-                                   params.begin() + static_cast<std::ptrdiff_t>(last));
-        std::vector<float> adam_m(last - first, 0.0f), adam_v(last - first, 0.0f);
+        const flashrec::ShardRange shard = rt.shard_range(params.size());  // this DP role's ZeRO-1 part
+        std::vector<double> master(params.begin() + static_cast<std::ptrdiff_t>(shard.first),
+                                   params.begin() + static_cast<std::ptrdiff_t>(shard.last));
+        std::vector<float> adam_m(shard.size(), 0.0f), adam_v(shard.size(), 0.0f);
         std::vector<std::int64_t> adam_t(1, 0);
         rt.protect("params", std::span(params), flashrec::Redundancy::replicated);
         rt.protect("master", std::span(master), flashrec::Redundancy::sharded);
@@ -107,12 +107,12 @@ int main(int argc, char** argv) {
                 const double c1 = 1 - std::pow(beta1, static_cast<double>(t));
                 const double c2 = 1 - std::pow(beta2, static_cast<double>(t));
                 for (std::size_t i = 0; i < master.size(); ++i) {
-                    const float g = grads[first + i];
+                    const float g = grads[shard.first + i];
                     adam_m[i] = static_cast<float>(beta1 * adam_m[i] + (1 - beta1) * g);
                     adam_v[i] = static_cast<float>(beta2 * adam_v[i] + (1 - beta2) * g * g);
                     master[i] -= lr * ((adam_m[i] / c1) / (std::sqrt(adam_v[i] / c2) + eps) +
                                        weight_decay * master[i]);
-                    params[first + i] = static_cast<float>(master[i]);
+                    params[shard.first + i] = static_cast<float>(master[i]);
                 }
             });
             step.allgather(params);

@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
         const auto me = rt.role();
         const int D = rt.dp_size(), T = rt.tp_size(), P = rt.pp_size();
         constexpr std::size_t n = 11;  // not a multiple of dp: uneven shards
-        const auto [first, last] = rt.shard_range(n);
+        const flashrec::ShardRange range = rt.shard_range(n);  // plain copies: a lambda captures them below
+        const std::size_t first = range.first, last = range.last;
         std::vector<float> params(n, 0.0f), acc(last - first, 0.0f);
         std::vector<std::int64_t> steps_done(1, 0);
         rt.protect("params", std::span(params), flashrec::Redundancy::replicated);
