@@ -1,6 +1,7 @@
 #include "flashrec/ft/control_plane.hpp"
 
 #include "flashrec/errors.hpp"
+#include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/event_log.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -710,14 +711,14 @@ std::string local_hostname() {
 
 std::optional<HeartbeatClientOptions> HeartbeatClientOptions::from_environment(std::string role,
                                                                                std::int32_t world_rank) {
-    const char* control = std::getenv("FLASHREC_CONTROL");
+    const char* control = std::getenv(env::kControl);
     if (!control || !*control) return std::nullopt;
     if (!parse_host_port(control))
-        throw ConfigError("environment", 0, "FLASHREC_CONTROL", "must be host:port, got '" + std::string(control) + "'");
-    const char* token_hex = std::getenv("FLASHREC_TOKEN");
-    if (!token_hex) throw ConfigError("environment", 0, "FLASHREC_TOKEN", "is missing while FLASHREC_CONTROL is set");
+        throw ConfigError("environment", 0, env::kControl, "must be host:port, got '" + std::string(control) + "'");
+    const char* token_hex = std::getenv(env::kToken);
+    if (!token_hex) throw ConfigError("environment", 0, env::kToken, std::string("is missing while ") + env::kControl + " is set");
     const auto token = wire::token_from_hex(token_hex);
-    if (!token) throw ConfigError("environment", 0, "FLASHREC_TOKEN", "must be 32 hex digits");  // never echo a secret
+    if (!token) throw ConfigError("environment", 0, env::kToken, "must be 32 hex digits");  // never echo a secret
     HeartbeatClientOptions options;
     options.controller = control;
     options.token = *token;

@@ -7,7 +7,7 @@
 #include <csignal>
 #include <cstdio>
 
-#include "flashrec/ft/watchdog.hpp"
+#include "flashrec/ft/contract.hpp"
 
 namespace flashrec::launcher {
 
@@ -97,7 +97,10 @@ bool is_failure_class(int error_class) {
 
 }  // namespace
 
-static_assert(ft::kExitForRelaunch == 75, "the table documents exit code 75 as the relaunch request");
+// The table names its rows by number ("exit code 75"), as docs/launcher.md and the event log do.
+static_assert(ft::kExitBadConfig == 2 && ft::kExitForRelaunch == 75 && ft::kExitStateLost == 76 &&
+                  ft::kExitNoSpare == 77,
+              "the rule table's labels must match ft/contract.hpp's exit codes");
 
 std::string_view to_string(Action action) {
     switch (action) {
@@ -141,10 +144,10 @@ const Rule& classify(const Observation& o) {
         case Observed::exit_code:
             switch (o.value) {
                 case 0: return kRules[r_exit_0];
-                case 2: return kRules[r_exit_2];
-                case 75: return kRules[r_exit_75];
-                case 76: return kRules[r_exit_76];
-                case 77: return kRules[r_exit_77];
+                case ft::kExitBadConfig: return kRules[r_exit_2];
+                case ft::kExitForRelaunch: return kRules[r_exit_75];
+                case ft::kExitStateLost: return kRules[r_exit_76];
+                case ft::kExitNoSpare: return kRules[r_exit_77];
                 default:
                     // A shell reports "killed by signal n" as exit code 128 + n.
                     if (o.value > 128 && o.value < 128 + 65)

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "flashrec/errors.hpp"
+#include "flashrec/ft/contract.hpp"
 #include "flashrec/runtime/checkpointing.hpp"
 #include "flashrec/runtime/topology.hpp"
 #include "processes.hpp"
@@ -262,10 +263,10 @@ std::string read_all(int fd, std::chrono::milliseconds limit) {
 
 std::vector<std::pair<std::string, std::string>> Plan::rank_variables(const LaunchKind& kind,
                                                                       const Layout& where) const {
-    std::vector<std::pair<std::string, std::string>> vars{{"FLASHREC_ROLE_OF_RANK", where.role_of_rank()}};
-    if (!where.spawn_host().empty()) vars.emplace_back("FLASHREC_SPARE_HOST", where.spawn_host());
-    if (kind.relaunch) vars.emplace_back("FLASHREC_RELAUNCH", "1");
-    if (kind.checkpoint_and_exit) vars.emplace_back("FLASHREC_CHECKPOINT_AND_EXIT", "1");
+    std::vector<std::pair<std::string, std::string>> vars{{ft::env::kRoleOfRank, where.role_of_rank()}};
+    if (!where.spawn_host().empty()) vars.emplace_back(ft::env::kSpareHost, where.spawn_host());
+    if (kind.relaunch) vars.emplace_back(ft::env::kRelaunch, "1");
+    if (kind.checkpoint_and_exit) vars.emplace_back(ft::env::kCheckpointAndExit, "1");
     return vars;
 }
 
@@ -299,7 +300,7 @@ std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::st
 }
 
 std::string mpirun_wrapper() {
-    if (const char* env = std::getenv("FLASHREC_MPIRUN"); env && *env) return env;
+    if (const char* env = std::getenv(ft::env::kMpirun); env && *env) return env;
     // An installed launcher has the installed wrapper beside it (cmake/FlashrecInstall.cmake);
     // the build tree's has none there and uses the source tree's.
     std::error_code ec;
@@ -332,10 +333,10 @@ Plan make_plan(const PlanRequest& request) {
     plan.events_path = fs::absolute(events, ec).lexically_normal();
     plan.local_host = local_hostname();
     // FLASHREC_SLURM=0: run on this machine even inside an allocation.
-    const char* use_slurm = std::getenv("FLASHREC_SLURM");
+    const char* use_slurm = std::getenv(ft::env::kSlurm);
     if (slurm::in_allocation() && !(use_slurm && std::string(use_slurm) == "0"))
         plan.allocation = slurm::read_allocation(plan.cfg.job.nodes, plan.cfg.job.spare_nodes);
-    if (plan.allocation && !std::getenv("FLASHREC_BTL_IF"))
+    if (plan.allocation && !std::getenv(ft::env::kBtlIf))
         // MPI between nodes needs the network the nodes reach each other on (fr-mpirun's
         // default, lo, only works on one machine): the subnet of the route to another node.
         for (const auto& node : plan.allocation->nodes)
@@ -364,9 +365,10 @@ std::optional<std::vector<std::string>> wrapper_flags(const std::string& wrapper
     }
     ::chmod(fake.c_str(), 0755);
     std::vector<std::string> env;
+    const std::string prefix_var = std::string(ft::env::kMpiPrefix) + "=";
     for (char** e = environ; *e; ++e)
-        if (std::strncmp(*e, "FLASHREC_MPI_PREFIX=", 20) != 0) env.emplace_back(*e);
-    env.push_back("FLASHREC_MPI_PREFIX=" + root.string());
+        if (std::string_view(*e).rfind(prefix_var, 0) != 0) env.emplace_back(*e);
+    env.push_back(prefix_var + root.string());
     static constexpr const char* kEnd = "--flashrec-probe-end";
     std::optional<std::vector<std::string>> flags;
     try {
@@ -454,20 +456,20 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
     LaunchKind again = kind;
     again.relaunch = true;
     again.resume = false;
-    out << "warm relaunch (tier 2) runs\n  FLASHREC_RELAUNCH=1 " << shell_join(plan.command(again, layout)) << "\n";
+    out << "warm relaunch (tier 2) runs\n  " << ft::env::kRelaunch << "=1 " << shell_join(plan.command(again, layout)) << "\n";
     std::string why;
     const auto flags = wrapper_flags(plan.wrapper, why);
     out << "mpirun flags (" << plan.wrapper << " adds them)\n  "
         << (flags ? shell_join(*flags) : "(could not be read: " + why + ")") << "\n";
     out << "environment of the ranks\n"
-        << "  FLASHREC_CONTROL=" << cfg.detection.bind << ":"
+        << "  " << ft::env::kControl << "=" << cfg.detection.bind << ":"
         << (cfg.detection.port ? std::to_string(cfg.detection.port) : "<port chosen at launch>") << "\n"
-        << "  FLASHREC_TOKEN=<32 hex digits, new for every launch>\n"
-        << "  FLASHREC_LAUNCH_ID=<16 hex digits, tags the job's processes>\n";
+        << "  " << ft::env::kToken << "=<32 hex digits, new for every launch>\n"
+        << "  " << ft::env::kLaunchId << "=<16 hex digits, tags the job's processes>\n";
     for (const auto& [name, value] : plan.rank_variables(kind, layout)) out << "  " << name << "=" << value << "\n";
     out << "\n";
     if (!plan.btl_if.empty())
-        out << "MPI network    FLASHREC_BTL_IF=" << plan.btl_if << " (unset: the subnet of the route to another node)\n";
+        out << "MPI network    " << ft::env::kBtlIf << "=" << plan.btl_if << " (unset: the subnet of the route to another node)\n";
     out << "control plane  " << cfg.detection.bind << ":" << cfg.detection.port << ", heartbeat "
         << cfg.detection.heartbeat_ms << " ms, hang timeout " << cfg.detection.hang_timeout_ms << " ms\n";
     out << "metrics        "

@@ -32,6 +32,7 @@
 #include "failure_step.hpp"
 #include "flashrec/errors.hpp"
 #include "flashrec/flashrec.hpp"
+#include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/snapshot.hpp"
@@ -75,7 +76,7 @@ bool process_alive(pid_t pid) {
     char state = 0;
     return pid > 0 && read_stat(pid, ppid, state) && state != 'Z' && state != 'X';
 }
-constexpr const char* kLaunchIdVar = "FLASHREC_LAUNCH_ID";
+constexpr const char* kLaunchIdVar = ft::env::kLaunchId;
 
 // A killed mpirun leaves its PRRTE session directory ${TMPDIR:-/tmp}/ompi.<pid> behind; a later
 // mpirun given that pid refuses to start (tools/fr-mpirun). Called once mpirun is reaped.
@@ -403,19 +404,22 @@ void Supervisor::log(std::string_view event, json fields) {
 
 std::vector<std::string> Supervisor::child_environment(const LaunchKind& launch) const {
     std::vector<std::string> env;
+    // The variables this launch sets: an inherited value must never reach the ranks.
     static constexpr std::array<std::string_view, 8> kOurs = {
-        "FLASHREC_CONTROL=",     "FLASHREC_TOKEN=",      "FLASHREC_LAUNCH_ID=",          "FLASHREC_RELAUNCH=",
-        "FLASHREC_RESUME=",      "FLASHREC_ROLE_OF_RANK=", "FLASHREC_CHECKPOINT_AND_EXIT=", "FLASHREC_SPARE_HOST="};
+        ft::env::kControl, ft::env::kToken,  ft::env::kLaunchId,           ft::env::kRelaunch,
+        ft::env::kResume,  ft::env::kRoleOfRank, ft::env::kCheckpointAndExit, ft::env::kSpareHost};
     for (char** e = environ; *e; ++e) {
         const std::string_view entry(*e);
-        if (std::none_of(kOurs.begin(), kOurs.end(), [&](std::string_view p) { return entry.rfind(p, 0) == 0; }))
-            env.emplace_back(entry);
+        const auto ours = [&](std::string_view name) {
+            return entry.size() > name.size() && entry.substr(0, name.size()) == name && entry[name.size()] == '=';
+        };
+        if (std::none_of(kOurs.begin(), kOurs.end(), ours)) env.emplace_back(entry);
     }
-    env.push_back("FLASHREC_CONTROL=" + control_endpoint_);
-    env.push_back("FLASHREC_TOKEN=" + ft::wire::token_to_hex(token_));
+    env.push_back(std::string(ft::env::kControl) + "=" + control_endpoint_);
+    env.push_back(std::string(ft::env::kToken) + "=" + ft::wire::token_to_hex(token_));
     env.push_back(std::string(kLaunchIdVar) + "=" + launch_id_);
     for (const auto& [name, value] : plan_.rank_variables(launch, layout_)) env.push_back(name + "=" + value);
-    if (!plan_.btl_if.empty()) env.push_back("FLASHREC_BTL_IF=" + plan_.btl_if);
+    if (!plan_.btl_if.empty()) env.push_back(std::string(ft::env::kBtlIf) + "=" + plan_.btl_if);
     return env;
 }
 
@@ -449,7 +453,7 @@ void Supervisor::setup() {
     ft::ControllerOptions co;
     co.bind_address = d.bind;
     if (!plan_.btl_if.empty())
-        say("MPI network: FLASHREC_BTL_IF=" + plan_.btl_if +
+        say(std::string("MPI network: ") + ft::env::kBtlIf + "=" + plan_.btl_if +
             " (not set: the subnet of this node's route to the other nodes; set it to pick another network)");
     if (plan_.allocation && (d.bind == "127.0.0.1" || d.bind == "localhost" || d.bind == "::1")) {
         // Ranks on other nodes cannot reach loopback: listen on the address this node uses to
@@ -588,7 +592,7 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
     log("launch", fields);
     if (kind != "initial")
         say("starting the MPI job again (" + kind + ", attempt " + std::to_string(attempt_.index) +
-            (attempt_.launch.relaunch ? ", FLASHREC_RELAUNCH=1" : "") + (attempt_.launch.resume ? ", --resume" : "") +
+            (attempt_.launch.relaunch ? std::string(", ") + ft::env::kRelaunch + "=1" : "") + (attempt_.launch.resume ? ", --resume" : "") +
             "): " + shell_join(attempt_.argv));
 }
 
@@ -648,7 +652,7 @@ void Supervisor::handle_line(const std::string& line, bool is_err) {
         return;
     }
     if (line.find("missed its deadline") != std::string::npos && std::regex_search(line, m, deadline_rx)) {
-        exit_requests_[std::stoi(m[1].str())] = 75;
+        exit_requests_[std::stoi(m[1].str())] = ft::kExitForRelaunch;
         return;
     }
     // The runtime reports published HDF5 checkpoints on stderr; the event log gets a record.
@@ -785,7 +789,7 @@ void Supervisor::on_job_exit() {
             return;
         }
         if (attempt_.index == 1) {
-            finish("failed_to_start", WIFEXITED(status) && WEXITSTATUS(status) == 2 ? kExitUsage : kExitFailed,
+            finish("failed_to_start", WIFEXITED(status) && WEXITSTATUS(status) == ft::kExitBadConfig ? kExitUsage : kExitFailed,
                    "the job never started: no rank connected to the control plane, mpirun ended with " +
                        describe_status(status));
             return;
@@ -806,8 +810,10 @@ void Supervisor::on_job_exit() {
     } else if (requested) {
         obs = {Observed::exit_code, requested};
         detail += "; ranks asked for it (exit code " + std::to_string(requested) + ")";
-    } else if (WIFEXITED(status) && (WEXITSTATUS(status) == 2 || (WEXITSTATUS(status) >= 75 && WEXITSTATUS(status) <= 77))) {
-        obs = {Observed::exit_code, WEXITSTATUS(status)};
+    } else if (const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+               code == ft::kExitBadConfig || code == ft::kExitForRelaunch || code == ft::kExitStateLost ||
+               code == ft::kExitNoSpare) {
+        obs = {Observed::exit_code, code};
     }
     forced_death_.reset();
     after_job_death(obs, detail, first_evidence);
@@ -831,7 +837,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     lost_nodes_.clear();
     switch (rule.action) {
         case Action::stop:
-            finish("failed", obs.what == Observed::exit_code && obs.value == 2 ? kExitUsage : kExitFailed,
+            finish("failed", obs.what == Observed::exit_code && obs.value == ft::kExitBadConfig ? kExitUsage : kExitFailed,
                    std::string(rule.meaning));
             return;
         case Action::hdf5_resume:
@@ -839,7 +845,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
             // segments are still in their nodes' /dev/shm, and a warm relaunch reads them (each
             // role's new process finds its node's stores). Try that before HDF5 (issue 15,
             // case 2), unless this attempt was itself a warm relaunch that found nothing.
-            if (obs.what == Observed::exit_code && obs.value == 76 && !nodes_lost &&
+            if (obs.what == Observed::exit_code && obs.value == ft::kExitStateLost && !nodes_lost &&
                 !(attempt_.kind == "warm_relaunch" && !attempt_.progressed)) {
                 log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
                                                   {"why", "state lost in-job, but no node was lost: "
@@ -854,7 +860,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
                 recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
                 return;
             }
-            if (obs.value == 77)
+            if (obs.value == ft::kExitNoSpare)
                 finish("spares_exhausted", kExitNoSpares,
                        "spares exhausted (no hot spare left, spawn failed or off) and no HDF5 checkpoint to restart from" +
                            std::string(cfg().checkpoint.dir.empty() ? " (checkpoint.dir is not set)" : ""));
@@ -1402,7 +1408,7 @@ void Supervisor::on_event(const json& record) {
         // codes: 75 relaunch, 76 state lost in memory, 77 no spare); anything else counts as 1.
         const int pid = record.value("pid", 0);
         int code = record.value("exit_code", 1);
-        if (code != ft::kExitForRelaunch && code != 76 && code != 77) code = 1;
+        if (code != ft::kExitForRelaunch && code != ft::kExitStateLost && code != ft::kExitNoSpare) code = 1;
         if (pid > 0) exit_requests_[pid] = code;
     } else if (name == "recovery") {
         on_recovery(record);

@@ -3,6 +3,7 @@
 // (tier 3), the event log and the summary. docs/launcher.md describes what it does and writes.
 #pragma once
 #include <string>
+#include "flashrec/ft/contract.hpp"
 
 #include "launch_plan.hpp"
 
@@ -11,10 +12,11 @@ namespace flashrec::launcher {
 // flashrec-launch's exit codes (docs/launcher.md, "Exit codes").
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;        // the job failed and no tier could bring it back
-inline constexpr int kExitUsage = 2;         // bad command line or train.yaml
-inline constexpr int kExitNeedsRelaunch = 75;  // tier 2 was needed but the relaunch budget is spent
-inline constexpr int kExitStateLost = 76;    // tier 3 was needed and there is no checkpoint to use
-inline constexpr int kExitNoSpares = 77;     // spares exhausted and there is no checkpoint to use
+inline constexpr int kExitUsage = ft::kExitBadConfig;  // bad command line or train.yaml
+// 75/76/77 are the ranks' own requests (ft/contract.hpp) that the launcher could not serve.
+inline constexpr int kExitNeedsRelaunch = ft::kExitForRelaunch;  // tier 2 needed, relaunch budget spent
+inline constexpr int kExitStateLost = ft::kExitStateLost;        // tier 3 needed, no checkpoint to use
+inline constexpr int kExitNoSpares = ft::kExitNoSpare;           // spares exhausted, no checkpoint to use
 inline constexpr int kExitRequeued = 79;     // spares exhausted: checkpoint written, Slurm job requeued
 
 struct SupervisorOptions {

@@ -55,6 +55,7 @@
 #include <xxhash.h>
 
 #include "flashrec/ft/checkpoint.hpp"
+#include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
 
@@ -118,7 +119,7 @@ struct TestPause {
 
 TestPause test_pause() {
     TestPause pause;
-    const char* text = std::getenv("FLASHREC_TEST_CHECKPOINT_PAUSE");
+    const char* text = std::getenv(ft::env::kTestCheckpointPause);
     if (!text || !*text) return pause;
     long long step = -1, ms = 0;
     char where[32] = {};

@@ -14,6 +14,7 @@
 
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
+#include "flashrec/ft/contract.hpp"
 #include "flashrec/spares/spares.hpp"
 
 namespace flashrec {
@@ -132,7 +133,7 @@ void Runtime::Impl::recover() {
             recovery_epoch();
             return;
         } catch (const ShardLost& e) {
-            end_job(std::string(e.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", 76);
+            end_job(std::string(e.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", ft::kExitStateLost);
         } catch (const ProcessFailure& e) {
             log("recovery epoch " + std::to_string(epoch) + " was interrupted: " + e.what());
         } catch (const CommRevoked& e) {
@@ -175,7 +176,7 @@ void Runtime::Impl::recovery_epoch() {
         child_argv[0] = "/proc/self/exe";
         char exe[4096] = {};
         if (readlink("/proc/self/exe", exe, sizeof exe - 1) > 0) child_argv[0] = exe;
-        const char* spare_host = std::getenv("FLASHREC_SPARE_HOST");
+        const char* spare_host = std::getenv(ft::env::kSpareHost);
         const std::string child_node = spare_host ? spare_host
                                        : virtual_nodes ? "node" + std::to_string(cfg.job.nodes)
                                                        : node_name;
@@ -209,7 +210,7 @@ void Runtime::Impl::join_as_spawned() {
         adopt_plan(std::move(merged), reports);  // registers with the control plane as its role
     } catch (const ShardLost& lost) {
         // The same decision as the survivors' (the same plan): end with the same exit code.
-        end_job(std::string(lost.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", 76);
+        end_job(std::string(lost.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", ft::kExitStateLost);
     } catch (const MpiError& failure) {
         // A failure while joining (a survivor died, or ended the job, inside the exchange): this
         // process has no state to lose; the survivors repair without it or end the job.
@@ -241,7 +242,7 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
     if (plan.missing_spares > 0)
         end_job(std::to_string(plan.missing_spares) + " dead role(s) and no spare left to take them "
                 "(hot_spares exhausted" + std::string(cfg.recovery.spawn ? ", spawn failed" : ", spawn off") +
-                "); slurm.when_spares_exhausted decides what the launcher does next", 77);
+                "); slurm.when_spares_exhausted decides what the launcher does next", ft::kExitNoSpare);
     const int me = new_universe.rank();
     const int new_role = plan.role_of_process[static_cast<size_t>(me)];
     const bool role_changed = role_index != new_role;
@@ -520,14 +521,14 @@ void Runtime::Impl::warm_restore() {
         ft::check(MPI_Allreduce(MPI_IN_PLACE, &all_good, 1, MPI_INT, MPI_MIN, work.get()),
                   "MPI_Allreduce(relaunch sources verified)", work);
         if (all_good) break;
-        if (round >= 16) end_job("warm relaunch: snapshot copies kept failing verification", 76);
+        if (round >= 16) end_job("warm relaunch: snapshot copies kept failing verification", ft::kExitStateLost);
     }
     timeline.mark("exchange");
     tier = 2;
     if (plan.version < 0) {
         std::string why;
         const auto version = runtime::Checkpointer::newest_complete(cfg, shape, why);
-        if (!version) end_job("warm relaunch: " + plan.problem + "; and no HDF5 fallback: " + why, 76);
+        if (!version) end_job("warm relaunch: " + plan.problem + "; and no HDF5 fallback: " + why, ft::kExitStateLost);
         plan.version = *version;
         plan.from_checkpoint = true;
         tier = 3;

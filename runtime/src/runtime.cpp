@@ -13,6 +13,7 @@
 #include <map>
 
 #include "flashrec/ft/checksum.hpp"
+#include "flashrec/ft/contract.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
 #include "flashrec/spares/spares.hpp"
 
@@ -62,7 +63,7 @@ CommandLine read_command_line(int argc, char** argv) {
         else if (arg == "--resume") cl.resume = true;
     }
     if (cl.config_path.empty()) {
-        if (const char* env = std::getenv("FLASHREC_CONFIG")) cl.config_path = env;
+        if (const char* env = std::getenv(ft::env::kConfig)) cl.config_path = env;
     }
     return cl;
 }
@@ -72,7 +73,7 @@ CommandLine read_command_line(int argc, char** argv) {
 // them (FLASHREC_NODE overrides the name of a process's node).
 std::vector<std::string> node_names(const ft::Comm& comm, const config::Job& job, bool& is_virtual) {
     char name[MPI_MAX_PROCESSOR_NAME] = {};
-    if (const char* forced = std::getenv("FLASHREC_NODE")) {
+    if (const char* forced = std::getenv(ft::env::kNode)) {
         std::snprintf(name, sizeof name, "%s", forced);
     } else {
         int len = 0;
@@ -85,7 +86,7 @@ std::vector<std::string> node_names(const ft::Comm& comm, const config::Job& job
               "MPI_Allgather(node names)", comm);
     std::vector<std::string> names;
     for (int r = 0; r < n; ++r) names.emplace_back(&all[static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME]);
-    is_virtual = job.nodes > 1 && !std::getenv("FLASHREC_NODE") &&
+    is_virtual = job.nodes > 1 && !std::getenv(ft::env::kNode) &&
                  std::all_of(names.begin(), names.end(), [&](auto& x) { return x == names[0]; });
     if (is_virtual)
         for (int r = 0; r < n; ++r)
@@ -106,13 +107,13 @@ std::vector<int> roles_from_launcher(const std::string& text, int roles) {
         const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), role);
         if (ec != std::errc() || end != item.data() + item.size() || role < 0 || role >= roles ||
             seen[static_cast<size_t>(role)])
-            throw Error("FLASHREC_ROLE_OF_RANK='" + text + "': '" + item + "' is not an unused role index 0.." +
+            throw Error(std::string(ft::env::kRoleOfRank) + "='" + text + "': '" + item + "' is not an unused role index 0.." +
                         std::to_string(roles - 1));
         seen[static_cast<size_t>(role)] = true;
         role_of.push_back(role);
     }
     if (static_cast<int>(role_of.size()) != roles)
-        throw Error("FLASHREC_ROLE_OF_RANK='" + text + "' names " + std::to_string(role_of.size()) +
+        throw Error(std::string(ft::env::kRoleOfRank) + "='" + text + "' names " + std::to_string(role_of.size()) +
                     " roles; the job has " + std::to_string(roles));
     return role_of;
 }
@@ -322,8 +323,8 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         config::validate_fault(cfg.faults.back(), cfg.job, "--fault");
     }
     shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
-    resume_requested = cl.resume || std::getenv("FLASHREC_RESUME") != nullptr;
-    relaunched = std::getenv("FLASHREC_RELAUNCH") != nullptr;
+    resume_requested = cl.resume || std::getenv(ft::env::kResume) != nullptr;
+    relaunched = std::getenv(ft::env::kRelaunch) != nullptr;
     fresh_snapshots = !relaunched;
     pristine = !relaunched;
     timeline.debug = cfg.logging.level == "debug";
@@ -353,8 +354,8 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     for (int p = 0; p < shape.size(); ++p)
         active_nodes.push_back(node_id.emplace(names[static_cast<size_t>(p)],
                                                static_cast<int>(node_id.size())).first->second);
-    const auto role_of_process = std::getenv("FLASHREC_ROLE_OF_RANK")
-                                     ? roles_from_launcher(std::getenv("FLASHREC_ROLE_OF_RANK"), shape.size())
+    const auto role_of_process = std::getenv(ft::env::kRoleOfRank)
+                                     ? roles_from_launcher(std::getenv(ft::env::kRoleOfRank), shape.size())
                                      : topology::assign_roles(shape, active_nodes,
                                                               topology::parse_placement(cfg.job.placement));
     node_of_role.assign(static_cast<size_t>(shape.size()), 0);
@@ -681,14 +682,14 @@ void Runtime::Impl::checkpoint_and_leave() {
     // slurm.when_spares_exhausted = checkpoint-and-requeue: the launcher relaunched the job on
     // the nodes that are left only to turn the restored state into an HDF5 checkpoint, which
     // the requeued job resumes from.
-    if (!checkpointer) end_job("a checkpoint for the requeue needs checkpoint.dir and protection", 76);
+    if (!checkpointer) end_job("a checkpoint for the requeue needs checkpoint.dir and protection", ft::kExitStateLost);
     guarded([&] {
         if (protection) protection->wait();
         checkpointer->checkpoint_now(step);
         checkpointer->finish();
         ft::check(MPI_Barrier(work.get()), "MPI_Barrier(checkpoint for requeue)", work);
     });
-    if (abandoned) end_job("the checkpoint for the requeue failed (see above)", 76);
+    if (abandoned) end_job("the checkpoint for the requeue failed (see above)", ft::kExitStateLost);
     if (role_index == 0) {
         log("checkpoint for requeue: step " + std::to_string(step) + " written to " + cfg.checkpoint.dir +
             "; leaving so that the requeued job resumes from it");
@@ -911,7 +912,7 @@ std::int64_t Runtime::loop_start() {
         if (im.last_plan && im.last_plan->initial) im.protect_first_version();
     } else if (im.relaunched) {
         im.warm_restore();
-        if (std::getenv("FLASHREC_CHECKPOINT_AND_EXIT")) im.checkpoint_and_leave();
+        if (std::getenv(ft::env::kCheckpointAndExit)) im.checkpoint_and_leave();
     } else if (im.resume_requested) {
         std::string why;
         const auto version = runtime::Checkpointer::newest_complete(im.cfg, im.shape, why);

@@ -2,6 +2,7 @@
 // A phase that outlives its deadline ends this process with kExitForRelaunch: the MPI job then
 // dies as a whole and the launcher warm-relaunches it (tier 2) instead of everyone hanging.
 #pragma once
+#include "flashrec/ft/contract.hpp"  // kExitForRelaunch
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -9,8 +10,6 @@
 #include <thread>
 
 namespace flashrec::ft {
-
-constexpr int kExitForRelaunch = 75;  // EX_TEMPFAIL: "try again", read by flashrec-launch
 
 class Watchdog {
 public:

@@ -1,0 +1,61 @@
+// The contract between flashrec-launch and the ranks it starts: the environment variables one
+// side sets and the other reads, and the exit codes a rank ends with to ask the launcher for a
+// tier. Every C++ use names these constants; docs/contract.md is the same table for people.
+// Internal: not part of the public flashrec.hpp.
+#pragma once
+
+namespace flashrec::ft {
+
+namespace env {
+
+// --- set by flashrec-launch for every rank of the MPI job ---
+
+// "host:port" of the launcher's control plane; unset means no launcher (heartbeats off).
+inline constexpr char kControl[] = "FLASHREC_CONTROL";
+// The per-launch secret, 32 hex digits; required whenever kControl is set.
+inline constexpr char kToken[] = "FLASHREC_TOKEN";
+// 16 hex digits that tag every process of one launch, so teardown finds strays by environment.
+inline constexpr char kLaunchId[] = "FLASHREC_LAUNCH_ID";
+// Role index of each active world rank, in rank order ("2,0,1,3"); unset: rank order.
+inline constexpr char kRoleOfRank[] = "FLASHREC_ROLE_OF_RANK";
+// Host on which tier-1 replacements are spawned (the first reserve node); unset: any host.
+inline constexpr char kSpareHost[] = "FLASHREC_SPARE_HOST";
+// Set (to "1") for a warm relaunch (tier 2): restore from node-local snapshots.
+inline constexpr char kRelaunch[] = "FLASHREC_RELAUNCH";
+// Set (to "1") with kRelaunch: restore, write an HDF5 checkpoint, and exit (for a Slurm requeue).
+inline constexpr char kCheckpointAndExit[] = "FLASHREC_CHECKPOINT_AND_EXIT";
+// Set: resume from the newest HDF5 checkpoint (tier 3), like --resume.
+inline constexpr char kResume[] = "FLASHREC_RESUME";
+// Network interface(s) for mpirun's TCP BTL (read by tools/fr-mpirun); unset: its default.
+inline constexpr char kBtlIf[] = "FLASHREC_BTL_IF";
+
+// --- read by the launcher or the ranks, set by the user or by tests ---
+
+// train.yaml of a rank when argv carries no --config.
+inline constexpr char kConfig[] = "FLASHREC_CONFIG";
+// Overrides the name of this process's node (tests simulate several nodes on one machine).
+inline constexpr char kNode[] = "FLASHREC_NODE";
+// The mpirun wrapper flashrec-launch runs; unset: fr-mpirun beside the executable.
+inline constexpr char kMpirun[] = "FLASHREC_MPIRUN";
+// "0": run on this machine even inside a Slurm allocation.
+inline constexpr char kSlurm[] = "FLASHREC_SLURM";
+// MPI install prefix for tools/fr-mpirun (set by the launcher's probe of the wrapper's flags).
+inline constexpr char kMpiPrefix[] = "FLASHREC_MPI_PREFIX";
+// Test hook: "<step>:<ms>[:before-check]" pauses a checkpoint write (tests/checkpoint).
+inline constexpr char kTestCheckpointPause[] = "FLASHREC_TEST_CHECKPOINT_PAUSE";
+
+}  // namespace env
+
+// --- rank exit codes the launcher acts on (flashrec-launch ends with the same numbers when it
+// cannot serve the request; docs/contract.md) ---
+
+// Bad command line or train.yaml (the example trainers' ConfigError exit): never relaunched.
+inline constexpr int kExitBadConfig = 2;
+// EX_TEMPFAIL, "try again": the job cannot repair itself in-job; warm-relaunch it (tier 2).
+inline constexpr int kExitForRelaunch = 75;
+// State lost in memory: restart from the newest HDF5 checkpoint (tier 3).
+inline constexpr int kExitStateLost = 76;
+// No spare left for a dead role: slurm.when_spares_exhausted decides what happens next.
+inline constexpr int kExitNoSpare = 77;
+
+}  // namespace flashrec::ft
