@@ -16,14 +16,14 @@ is detect + every phase up to "resumed" (every rank back in the step loop, state
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
+sys.path.insert(0, TOOLS)
+import frlib  # noqa: E402
 MODEL = ("trainer: {{model: {{vocab: 64, seq: {seq}, d_model: {d}, heads: 4, layers: {layers}, mlp: {mlp}}}, "
          "micro_batches: 2, batch_per_micro: 2, lr: 0.003, log_every: 1000}}\n")
 SHAPE = {"d": 32, "seq": 16, "layers": 2, "mlp": 128}
@@ -43,18 +43,14 @@ def run(build, procs, text, faults=()):
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(text)
         path = f.name
-    cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", "300", "--expect", "^final_checksum=", "--",
-           os.path.join(TOOLS, "fr-mpirun"), "-n", str(procs), os.path.join(build, "examples", "gpt_trainer"),
-           "--config", path]
+    argv = [os.path.join(build, "examples", "gpt_trainer"), "--config", path]
     for fault in faults:
-        cmd += ["--fault", fault]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        argv += ["--fault", fault]
+    job = frlib.run_job(procs, argv, timeout=300, expect="^final_checksum=")
     os.unlink(path)
-    if p.returncode != 0:
-        sys.exit(f"run failed:\n{p.stdout[-3000:]}")
-    events = [json.loads(m) for m in re.findall(r"flashrec-event: (\{.*\})$", p.stdout, re.M)]
-    injected = re.findall(r"fault injected: .* unix_us (\d+)\)", p.stdout)
-    return events, (int(injected[0]) if injected else None)
+    if job.returncode != 0:
+        sys.exit(f"run failed:\n{job.output[-3000:]}")
+    return job.events(), job.fault_injected_us()
 
 
 def overhead(build, pairs, steps):

@@ -38,6 +38,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
+sys.path.insert(0, TOOLS)
+import frlib  # noqa: E402
 
 
 def config_text(ranks, state_mib, steps, protected, device_ms, extra_protection=""):
@@ -52,15 +54,12 @@ protection: {{enabled: {str(protected).lower()}, replicas: 1{extra_protection}}}
 
 
 def run_job(build, ranks, path, timeout):
-    cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(timeout), "--expect", "^final_checksum=",
-           "--", os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks),
-           os.path.join(build, "examples", "mlp_trainer"), "--config", path]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for m in re.findall(r"flashrec-event: (\{.*\})$", p.stdout, re.M):
-        e = json.loads(m)
-        if e.get("event") == "job_stats":
-            return e
-    sys.exit(f"run failed:\n{p.stdout[-3000:]}")
+    job = frlib.run_job(ranks, [os.path.join(build, "examples", "mlp_trainer"), "--config", path],
+                        timeout=timeout, expect="^final_checksum=")
+    stats = job.event("job_stats")
+    if stats:
+        return stats
+    sys.exit(f"run failed:\n{job.output[-3000:]}")
 
 
 def bandwidth(build, nbytes):

@@ -16,14 +16,14 @@ rank's first step after it, reported apart from the repair. Records without thos
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
+sys.path.insert(0, TOOLS)
+import frlib  # noqa: E402
 ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "rebuild", "restore",
          "resumed", "to_loop", "first_step"]
 
@@ -39,24 +39,22 @@ recovery: {{phase_deadline_ms: 60000}}
 
 
 def trial(build, ranks, hot, path, timeout, kill_role=1):
-    cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(timeout), "--expect", "^final_checksum=", "--",
-           os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks + (1 if hot else 0)),
-           os.path.join(build, "examples", "mlp_trainer"), "--config", path,
-           "--fault", f"role={kill_role}:step=6:phase=forward:action=kill"]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
-    injected = re.search(r"fault injected: .* unix_us (\d+)\)", out)
-    for m in re.findall(r"flashrec-event: (\{.*\})$", out, re.M):
-        e = json.loads(m)
-        if e.get("event") == "recovery":
-            phases = dict(e.get("phases_ms_max") or e["phases_ms"])
-            if injected and e.get("failure_noticed_unix_us"):
-                phases["detect"] = (e["failure_noticed_unix_us"] - int(injected.group(1))) / 1e3
-            if injected and e.get("back_in_loop_unix_us"):
-                phases["to_loop"] = (e["back_in_loop_unix_us"] - int(injected.group(1))) / 1e3
-            else:
-                phases["to_loop"] = sum(v for k, v in phases.items() if k not in ("first_step",))
-            return phases, e
-    print(out[-3000:], file=sys.stderr)
+    job = frlib.run_job(ranks + (1 if hot else 0),
+                        [os.path.join(build, "examples", "mlp_trainer"), "--config", path,
+                         "--fault", f"role={kill_role}:step=6:phase=forward:action=kill"],
+                        timeout=timeout, expect="^final_checksum=")
+    injected = job.fault_injected_us()
+    e = job.event("recovery")
+    if e:
+        phases = dict(e.get("phases_ms_max") or e["phases_ms"])
+        if injected and e.get("failure_noticed_unix_us"):
+            phases["detect"] = (e["failure_noticed_unix_us"] - injected) / 1e3
+        if injected and e.get("back_in_loop_unix_us"):
+            phases["to_loop"] = (e["back_in_loop_unix_us"] - injected) / 1e3
+        else:
+            phases["to_loop"] = sum(v for k, v in phases.items() if k not in ("first_step",))
+        return phases, e
+    print(job.output[-3000:], file=sys.stderr)
     return None, None
 
 

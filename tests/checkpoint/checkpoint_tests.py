@@ -33,11 +33,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "..", "tools")
+sys.path.insert(0, TOOLS)
+import frlib  # noqa: E402
 RUN_TIMEOUT = 90
 
 
@@ -72,27 +73,16 @@ class Env:
         return path
 
     def run(self, config, ranks, faults=(), resume=False, env=None, label=""):
-        cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(RUN_TIMEOUT), "--",
-               os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks), self.trainer, "--config", config]
+        argv = [self.trainer, "--config", config]
         for f in faults:
-            cmd += ["--fault", f]
+            argv += ["--fault", f]
         if resume:
-            cmd.append("--resume")
-        start = time.monotonic()
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env=dict(os.environ, **(env or {})))
-        out = p.stdout
-        sums = re.findall(r"^final_checksum=([0-9a-f]{16})$", out, re.M)
-        events = []
-        for m in re.findall(r"flashrec-event: (\{.*\})$", out, re.M):
-            try:
-                events.append(json.loads(m))
-            except ValueError:
-                pass
-        r = {"out": out, "checksum": sums[0] if len(sums) == 1 else None, "rc": p.returncode,
-             "hung": "timed out after" in out, "events": events,
+            argv.append("--resume")
+        job = frlib.run_job(ranks, argv, RUN_TIMEOUT, env=env or {})
+        out = job.output
+        r = {"out": out, "checksum": job.checksum, "rc": job.returncode, "hung": job.hung, "events": job.events(),
              "published": [int(s) for s in re.findall(r"checkpoint: step (\d+) published", out)],
-             "seconds": time.monotonic() - start}
+             "seconds": job.seconds}
         print(f"  run {label or os.path.basename(config)} ({ranks} procs{', resume' if resume else ''}"
               f"{', faults ' + ' '.join(faults) if faults else ''}): checksum={r['checksum']} "
               f"published={r['published']} ({r['seconds']:.1f} s)")

@@ -40,6 +40,9 @@ import sys
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from frlib import checksums  # noqa: E402
+
 FAILURES = []
 
 
@@ -65,10 +68,6 @@ def shm_segments(job):
         return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}."))
     except FileNotFoundError:
         return []
-
-
-def checksums(text):
-    return re.findall(r"^final_checksum=([0-9a-f]{16})$", text, re.M)
 
 
 def reference_checksum(a, timeout=180):

@@ -11,16 +11,15 @@ of the same job, emitted the expected number of recovery records, and no record 
 than one step. Prints one line per run, a table, and "N passed, M failed".
 """
 import argparse
-import json
 import os
 import random
-import re
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "..", "tools")
+sys.path.insert(0, TOOLS)
+import frlib  # noqa: E402
 PHASES = ["forward", "allreduce", "sync", "optimizer", "replication"]
 
 
@@ -33,20 +32,12 @@ class Runner:
         self.results = []
 
     def run(self, ranks, config, faults, extra_procs=0):
-        cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(self.timeout), "--",
-               os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks + extra_procs), self.trainer,
-               "--config", os.path.join(self.config_dir, config)]
+        argv = [self.trainer, "--config", os.path.join(self.config_dir, config)]
         for f in faults:
-            cmd += ["--fault", f]
-        start = time.monotonic()
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        took = time.monotonic() - start
-        sums = re.findall(r"^final_checksum=([0-9a-f]{16})$", p.stdout, re.M)
-        events = [json.loads(m) for m in re.findall(r"flashrec-event: (\{.*\})$", p.stdout, re.M)]
-        records = [e for e in events if e.get("event") == "recovery"]
-        hung = "timed out" in p.stdout
-        return {"checksum": sums[0] if len(sums) == 1 else None, "records": records,
-                "hung": hung, "rc": p.returncode, "seconds": took, "output": p.stdout}
+            argv += ["--fault", f]
+        job = frlib.run_job(ranks + extra_procs, argv, self.timeout)
+        return {"checksum": job.checksum, "records": job.events("recovery"),
+                "hung": job.hung, "rc": job.returncode, "seconds": job.seconds, "output": job.output}
 
     def baseline(self, ranks, config, extra):
         key = (ranks, config)
