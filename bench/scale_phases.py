@@ -25,7 +25,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -33,6 +32,8 @@ import recovery_latency
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
+sys.path.insert(0, TOOLS)
+import frlib  # noqa: E402
 ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "rebuild", "restore",
          "resumed", "first_step"]
 
@@ -51,9 +52,7 @@ def trial(build, ranks, hot, path, timeout):
 
 def latency(build, ranks, timeout):
     exe = os.path.join(build, "bench", "bench_latency")
-    cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(timeout), "--expect", "^latency ", "--",
-           os.path.join(TOOLS, "fr-mpirun"), "-n", str(ranks), exe, "200"]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    out = frlib.run_job(ranks, [exe, "200"], timeout, expect="^latency ").output
     m = re.search(r"^latency (.*)$", out, re.M)
     if not m:
         print(out[-2000:], file=sys.stderr)
@@ -65,9 +64,7 @@ def latency(build, ranks, timeout):
 
 def bandwidth(build, timeout):
     exe = os.path.join(build, "bench", "bench_bandwidth")
-    cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(timeout), "--expect", "^bandwidth ", "--",
-           os.path.join(TOOLS, "fr-mpirun"), "-n", "2", exe, str(64 << 20)]
-    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    out = frlib.run_job(2, [exe, str(64 << 20)], timeout, expect="^bandwidth ").output
     m = re.search(r"^bandwidth (.*)$", out, re.M)
     return {k: float(v) for k, v in (kv.split("=") for kv in m.group(1).split())} if m else None
 

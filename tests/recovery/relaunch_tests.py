@@ -24,6 +24,9 @@ import sys
 import time
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import frlib  # noqa: E402
+
 FAILURES = []
 
 
@@ -40,16 +43,13 @@ def job_name(config):
 
 
 def checksum(text):
-    sums = re.findall(r"^final_checksum=([0-9a-f]{16})$", text, re.M)
+    sums = frlib.checksums(text)
     return sums[0] if len(sums) == 1 else None
 
 
 def run(a, args, env=None, timeout=180):
-    cmd = [os.path.join(a.tools, "fr-run"), "--timeout", str(timeout), "--",
-           os.path.join(a.tools, "fr-mpirun"), "-n", "5", a.trainer, "--config", a.config, *args]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       env={**os.environ, **(env or {})})
-    return p.returncode, p.stdout
+    job = frlib.run_job(5, [a.trainer, "--config", a.config, *args], timeout, env=env or {})
+    return job.returncode, job.output
 
 
 def tagged(tag):
