@@ -38,6 +38,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "..", "tools")
+sys.path.insert(0, TOOLS)
+import frlib  # noqa: E402
 
 
 def mpirun(n, argv, timeout, env=None, timestamps=False):
@@ -213,8 +215,7 @@ def recovery_restore(a):
         for fault in faults:
             argv += ["--fault", fault]
         text, _ = mpirun(6, argv, timeout=1800)
-        records = [json.loads(m) for m in re.findall(r"flashrec-event: (\{.*\})$", text, re.M)]
-        rec = next((r for r in records if r.get("event") == "recovery" and r.get("tier") == tier), None)
+        rec = next((r for r in frlib.events(text, "recovery") if r.get("tier") == tier), None)
         if rec is None:
             print(text[-3000:])
             sys.exit(f"no tier-{tier} recovery record")
