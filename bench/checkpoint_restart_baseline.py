@@ -41,6 +41,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
+sys.path.insert(0, TOOLS)
+import frlib  # noqa: E402
 # Stamp every line a rank writes (stdout and stderr) with the wall clock when it was written.
 # `exec` keeps the rank's pid (mpirun and ULFM see the trainer itself); the reader exits at EOF.
 STAMP = ('exec > >(while IFS= read -r l; do printf "@%s %s\\n" "$EPOCHREALTIME" "$l"; done) 2>&1; '
@@ -86,13 +88,9 @@ class Run:
 
     def event(self, name):
         for _, text in self.lines:
-            if "flashrec-event: " in text:
-                try:
-                    e = json.loads(text.split("flashrec-event: ", 1)[1])
-                except ValueError:
-                    continue
-                if e.get("event") == name:
-                    return e
+            found = frlib.events(text, name)
+            if found:
+                return found[0]
         return None
 
     def checkpoints(self):
@@ -109,12 +107,9 @@ class Run:
 
 
 def launch(build, nprocs, cfg_path, extra, timeout, expect_final):
-    cmd = [os.path.join(TOOLS, "fr-run"), "--timeout", str(timeout)]
-    if expect_final:
-        cmd += ["--expect", "final_checksum="]
-    cmd += ["--", os.path.join(TOOLS, "fr-mpirun"), "-n", str(nprocs), "bash", "-c", STAMP, "frts",
-            os.path.join(build, "examples", "mlp_trainer"), "--config", cfg_path] + extra
-    return Run(cmd, timeout)
+    argv = ["bash", "-c", STAMP, "frts", os.path.join(build, "examples", "mlp_trainer"), "--config", cfg_path]
+    return Run(frlib.command(nprocs, argv + extra, timeout, expect="final_checksum=" if expect_final else ()),
+               timeout)
 
 
 def injected_at(run):
