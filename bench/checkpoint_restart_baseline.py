@@ -158,7 +158,7 @@ def trial_ckpt(a, ranks, tmp, index):
     first = launch(a.build, ranks, path, ["--fault", f"role=1:step={a.fail_step}:phase=allreduce:action=kill"],
                    a.timeout, False)
     t_fail = injected_at(first)
-    died_ts, died = first.find(r"ending the job: ")
+    died_ts, died = first.find(r"ending the job( \(exit code \d+\))?: ")
     if not t_fail or not died:
         print(f"checkpoint-restart: job 1 did not end as expected (ranks {ranks}):\n{first.tail()}", file=sys.stderr)
         shutil.rmtree(ck, ignore_errors=True)
