@@ -42,6 +42,9 @@ import threading
 import time
 import uuid
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import frlib  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -131,19 +134,6 @@ def machine_info():
     return info
 
 
-def marked_pids(marker):
-    pids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit() and int(d) != os.getpid():
-            try:
-                with open(f"/proc/{d}/environ", "rb") as f:
-                    if f"FLASHREC_BENCH_RUN={marker}".encode() in f.read().split(b"\0"):
-                        pids.append(int(d))
-            except OSError:
-                pass
-    return pids
-
-
 def end_tree(proc, marker):
     """Ends a benchmark and everything it started: its process group, then every process that
     carries its marker (MPI jobs run in sessions of their own under fr-run)."""
@@ -152,7 +142,7 @@ def end_tree(proc, marker):
     except (ProcessLookupError, PermissionError):
         pass
     for _ in range(20):
-        left = marked_pids(marker)
+        left = frlib.pids_with_env("FLASHREC_BENCH_RUN", marker)
         if not left:
             return
         for pid in left:

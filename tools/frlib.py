@@ -96,3 +96,20 @@ def run_job(nprocs, argv, timeout, expect=(), env=None):
                        stderr=subprocess.STDOUT, text=True,
                        env=None if env is None else dict(os.environ, **env))
     return Job(p.stdout, p.returncode, time.monotonic() - start)
+
+
+def pids_with_env(name, value):
+    """Processes (other than this one) whose environment has name=value: how a test or benchmark
+    finds every process it started, MPI ranks in sessions of their own included. A process that
+    exits while it is read is skipped."""
+    wanted, pids = f"{name}={value}".encode(), []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if wanted in f.read().split(b"\0"):
+                    pids.append(int(d))
+        except OSError:
+            pass
+    return pids

@@ -103,20 +103,22 @@ void Step::tp_allgather(std::span<const float> part, std::span<float> full) {
 }
 
 namespace {
-void check_stage(const Runtime::Impl& im, int stage, const char* what) {
+// What pp_send and pp_recv refuse before any MPI call: device memory, a stage that is not another
+// stage of this role's pipeline, a message longer than one MPI count.
+void check_pipeline_call(const Runtime::Impl& im, const void* data, std::size_t count, int stage, const char* what) {
+    require_host(im, data, what);
     if (stage < 0 || stage >= im.shape.pp || stage == im.coord().pp)
         throw Error(std::string(what) + ": stage " + std::to_string(stage) + " is not another stage of " +
                     topology::role_key(im.coord()) + "'s pipeline (job.pp = " + std::to_string(im.shape.pp) +
                     ", this role is stage " + std::to_string(im.coord().pp) + ")");
+    if (count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        throw Error(std::string(what) + ": " + std::to_string(count) + " elements is more than one MPI count");
 }
 }  // namespace
 
 void Step::pp_send(std::span<const float> data, int stage) {
     auto& im = *rt_->impl_;
-    require_host(im, data.data(), "pp_send");
-    check_stage(im, stage, "pp_send");
-    if (data.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-        throw Error("pp_send: " + std::to_string(data.size()) + " elements is more than one MPI count");
+    check_pipeline_call(im, data.data(), data.size(), stage, "pp_send");
     if (im.abandoned) return;
     im.enter(Phase::pp_exchange, index_);
     // The PP group is ordered by pp coordinate: its rank of stage s is s.
@@ -129,10 +131,7 @@ void Step::pp_send(std::span<const float> data, int stage) {
 
 void Step::pp_recv(std::span<float> data, int stage) {
     auto& im = *rt_->impl_;
-    require_host(im, data.data(), "pp_recv");
-    check_stage(im, stage, "pp_recv");
-    if (data.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-        throw Error("pp_recv: " + std::to_string(data.size()) + " elements is more than one MPI count");
+    check_pipeline_call(im, data.data(), data.size(), stage, "pp_recv");
     if (im.abandoned) return;
     im.enter(Phase::pp_exchange, index_);
     MPI_Status status;

@@ -52,20 +52,6 @@ def run(a, args, env=None, timeout=180):
     return job.returncode, job.output
 
 
-def tagged(tag):
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/environ", "rb") as f:
-                if f"FLASHREC_TEST_TAG={tag}".encode() in f.read().split(b"\0"):
-                    pids.append(int(d))
-        except OSError:
-            pass
-    return pids
-
-
 def run_and_kill_at(a, args, step, timeout=120):
     """Runs the job until its leader logs `step` or later, then SIGKILLs all of it at once."""
     tag = uuid.uuid4().hex
@@ -84,7 +70,7 @@ def run_and_kill_at(a, args, step, timeout=120):
             break
     # Everything at once, like a node losing power: nothing gets to clean up.
     for _ in range(50):
-        pids = tagged(tag)
+        pids = frlib.pids_with_env("FLASHREC_TEST_TAG", tag)
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
