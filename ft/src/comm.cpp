@@ -206,6 +206,12 @@ std::vector<std::size_t> Transfers::test_some(const char* what, const std::atomi
         throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
                           "cancelled by a failure elsewhere");
     if (remaining_ == 0) return completed;
+    // On a revoked communicator MPI_Testsome would complete and free the pending receives while
+    // a live sender's fragments may still arrive for them, which aborts the process ("Recv
+    // error after request freed", seen in the 3-D soak): leave them pending, never freed.
+    if (comm_.is_revoked())
+        throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, what, comm_.name(), world_rank(),
+                          "the communicator was revoked with transfers pending");
     // Receives: completed ones are freed (all their bytes are here; nothing can follow).
     if (!receives_.empty()) {
         const int n = static_cast<int>(receives_.size());
