@@ -110,16 +110,25 @@ recovery::Report Runtime::Impl::report() const {
 
 std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& comm) const {
     std::vector<recovery::Report> reports;
-    const auto texts = ft::allgather_strings(comm, recovery::serialize(report()));
+    std::string torn;
     try {
+        const auto texts = ft::allgather_strings(comm, recovery::serialize(report()));
         for (const auto& text : texts) reports.push_back(recovery::deserialize(text));
     } catch (const Error& e) {
-        // A process that died inside the exchange can leave a torn report behind on some
-        // processes: this epoch is interrupted (the others meet its absence in their next
-        // collective, or its deadline), never a reason to end the process.
-        throw CommRevoked(0, 0, "exchange of recovery reports", "universe", comm.rank(),
-                          std::string("a torn report: ") + e.what());
+        // A process that died inside the exchange can leave a failed collective or a torn
+        // report behind on some processes and not on others.
+        torn = e.what();
     }
+    // Everyone leaves the exchange together, and only with everyone's reports: the plan (and a
+    // decision to end the job) is then the same everywhere, and nobody exits while a slower
+    // process is still receiving its report. Without this, processes that planned "state lost"
+    // exited while an idle spare was still inside the allgather; it got a torn report, retried
+    // the epoch alone and the job never ended (issue 15 chaos soak). Agree works on a comm with
+    // failures; a failure during it throws ProcessFailure everywhere, which retries the epoch.
+    if (!comm.agree(torn.empty() ? 1 : 0, deadline()))
+        throw CommRevoked(0, 0, "exchange of recovery reports", comm.name(), comm.rank(),
+                          torn.empty() ? "another process did not get every report"
+                                       : "a torn or failed exchange: " + torn);
     return reports;
 }
 
@@ -150,6 +159,9 @@ void Runtime::Impl::recovery_epoch() {
     timeline.begin();
     enter(Phase::recovery, step);
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
+    // Armed before the revoke: in a retried epoch, stopping the protection and checkpoint
+    // threads of a failed one must not be able to block the process forever either.
+    watchdog.arm("revoke", epoch, budget);
     revoke_all();
     retire_protection();
     timeline.mark("revoke");
