@@ -118,6 +118,20 @@ def scenarios(r):
             ["role=3:step=7:phase=allreduce:action=kill", "role=3:step=19:phase=forward:action=kill"], 2, 0)
 
 
+def live_nodes(r):
+    """Issue 15 (2), in-job half: dp0 and dp2 hold each other's ring copies (node-aware, 2 nodes)
+    and die in the same step. Both dead processes' own snapshots are intact in their nodes'
+    /dev/shm: dp1 serves dp0's, dp3 serves dp2's, in-job (before: exit 76, state lost)."""
+    for kind, (config, extra) in configs(4).items():
+        for phase in ["forward", "optimizer", "replication"]:
+            r.check(f"owner + holder on live nodes, {kind:>7}, {phase}", 4, config,
+                    [f"role=0:step=14:phase={phase}:action=kill", f"role=2:step=14:phase={phase}:action=kill"],
+                    1, extra)
+    config, extra = configs(8)["hot"]
+    r.check("owner + holder on live nodes, 8 ranks", 8, config,
+            ["role=1:step=9:phase=sync:action=kill", "role=5:step=9:phase=sync:action=kill"], 1, extra)
+
+
 def step0(r):
     """Issue 15 (1): a failure in step 0 recovers like one in any later step."""
     for kind, (config, extra) in configs(4).items():
@@ -180,11 +194,12 @@ def chaos_trial(rng, t, categories=None, cycle=False):
     elif category == "owner+holder":
         b = holder_of(a, ranks)
         faults = [f"role={a}:step={step}:phase=forward:action=kill", f"role={b}:step={step}:phase=forward:action=kill"]
-        refusal = True  # both copies of a's sharded state are gone: HDF5 or a documented refusal
+        # Both ring copies are gone, but the nodes live: a survivor on each dead process's node
+        # serves its own snapshot (issue 15, case 2), so no refusal is allowed.
     elif category == "during-recovery":
         b = (a + 1) % ranks
         faults = [f"role={a}:step={step}:phase={phase}:action=kill", f"role={b}:step={step}:phase=recovery:action=kill"]
-        refusal = holder_of(a, ranks) == b or holder_of(b, ranks) == a
+        # Where b holds a's copy (or a b's), the dead one's own snapshot on its live node serves.
     elif category == "parked-spare":
         faults = ["role=spare:0:step=0:phase=recovery:action=kill", f"role={a}:step={step}:phase={phase}:action=kill"]
     elif category == "replacement-dies":
@@ -264,6 +279,7 @@ def main():
     m.add_argument("--phases", nargs="+", default=PHASES)
     sub.add_parser("scenarios")
     sub.add_parser("step0")
+    sub.add_parser("live-nodes")
     c = sub.add_parser("chaos")
     c.add_argument("--trials", type=int, default=12)
     c.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -286,6 +302,8 @@ def main():
         scenarios(r)
     elif a.what == "step0":
         step0(r)
+    elif a.what == "live-nodes":
+        live_nodes(r)
     elif a.what == "chaos":
         print(f"chaos soak: {a.trials} trials, seed {a.seed}")
         launch, categories = None, a.only
