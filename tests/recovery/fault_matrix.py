@@ -308,7 +308,9 @@ def main():
         print(f"chaos soak: {a.trials} trials, seed {a.seed}")
         launch, categories = None, a.only
         if a.launcher:
-            launch = chaos_launch.LaunchChaos(a.launcher, a.launch_config, a.workdir, a.launch_timeout)
+            if not a.snapshots:
+                ap.error("the launcher categories need --snapshots")
+            launch = chaos_launch.LaunchChaos(a.launcher, a.launch_config, a.workdir, a.launch_timeout, a.snapshots)
             categories = categories or IN_JOB + chaos_launch.CATEGORIES
         elif categories and set(categories) & set(chaos_launch.CATEGORIES):
             ap.error("launcher categories need --launcher and --launch-config")
