@@ -64,8 +64,9 @@ def _kill(pids, sig):
 
 
 class LaunchChaos:
-    def __init__(self, launcher, config, workdir, timeout):
+    def __init__(self, launcher, config, workdir, timeout, snapshots):
         self.launcher = launcher
+        self.snapshots = snapshots
         self.config = config
         self.workdir = workdir
         self.timeout = timeout
@@ -220,20 +221,21 @@ class LaunchChaos:
         return name, verdict, text, seconds
 
     def flip(self, rng):
-        """Flips one byte of a random segment of the job, anywhere in it; says which."""
-        segs = self.segments()
-        if not segs:
-            return "no segment to flip"
-        name = rng.choice(segs)
+        """Flips one byte in the middle of the newest committed slot of a random store of the job
+        (an own snapshot or a ring copy), as flashrec-snapshots verify lists them; says which."""
+        listing = subprocess.run([self.snapshots, "verify", self.job], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True).stdout
+        slots = re.findall(r"^ok\s+(\S+)\s+version (\d+) \(epoch \d+, slot (\d)\)", listing, re.M)
+        if not slots:
+            return "no verified store to flip: " + listing[-300:]
+        key, version, slot = rng.choice(slots)
+        name = f"flashrec.{self.job}.{key}.{slot}"
         path = os.path.join("/dev/shm", name)
         with open(path, "r+b") as f:
             size = f.seek(0, 2)
-            if size == 0:
-                return f"{name} is empty"
-            # Half of the time inside the header region (the first 4 KiB), else anywhere.
-            off = rng.randrange(min(size, 4096)) if rng.random() < 0.5 else rng.randrange(size)
+            off = rng.randrange(size // 4, 3 * size // 4)
             f.seek(off)
             b = f.read(1)
             f.seek(off)
             f.write(bytes([b[0] ^ (1 << rng.randrange(8))]))
-        return f"flipped byte {off} of {name}"
+        return f"flipped byte {off} of {name} (version {version})"

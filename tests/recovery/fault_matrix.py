@@ -4,6 +4,13 @@
   fault_matrix.py --trainer EXE --config-dir DIR matrix [--ranks 4 8] [--phases ...]
   fault_matrix.py --trainer EXE --config-dir DIR scenarios
   fault_matrix.py --trainer EXE --config-dir DIR soak --trials N [--seed S]
+  fault_matrix.py --trainer EXE --config-dir DIR live-nodes
+  fault_matrix.py --trainer EXE --config-dir DIR chaos --trials N [--seed S] [--only CAT...] [--cycle]
+                  [--snapshots EXE] [--launcher EXE --launch-config YAML --workdir DIR]
+
+chaos draws seeded trials from the in-job categories (and, with --launcher, the launcher-level
+ones of chaos_launch.py) and prints a table by category: identical / documented refusal / wrong /
+hung / leaked (docs/limitations.md, "The chaos soak").
 
 Every run goes through tools/fr-run (hard timeout, every process reaped) and
 tools/fr-mpirun. A run passes when it prints the same final_checksum as the failure-free run
@@ -309,7 +316,9 @@ def main():
         print(f"chaos soak: {a.trials} trials, seed {a.seed}")
         launch, categories = None, a.only
         if a.launcher:
-            launch = chaos_launch.LaunchChaos(a.launcher, a.launch_config, a.workdir, a.launch_timeout)
+            if not a.snapshots:
+                ap.error("the launcher categories need --snapshots")
+            launch = chaos_launch.LaunchChaos(a.launcher, a.launch_config, a.workdir, a.launch_timeout, a.snapshots)
             categories = categories or IN_JOB + chaos_launch.CATEGORIES
         elif categories and set(categories) & set(chaos_launch.CATEGORIES):
             ap.error("launcher categories need --launcher and --launch-config")
