@@ -135,6 +135,11 @@ class LaunchChaos:
         mpirun = next((e["pid"] for e in reversed(ev) if e["event"] == "launch"), None)
         step = max((e["step"] for e in ev if e["event"] == "step"), default=-1)
         running = any(e["event"] == "job_running" for e in ev)
+        if step >= self.steps * 9 // 10 or any(e["event"] == "job_end" for e in ev):
+            # Too late to act on (the watcher saw the step tags late, on a loaded machine):
+            # the trial runs again rather than judging a job nothing happened to.
+            state["late"] = True
+            return ev, None, -1, False
         return ev, mpirun, step, running
 
     def trial(self, rng, t, category):
@@ -212,7 +217,11 @@ class LaunchChaos:
                 state["note"] = f"{len(pids)} processes stopped for {pause:.1f} s at step {step}"
         else:
             raise ValueError(category)
-        text, state, seconds = self.launch(faults, watcher)
+        for attempt in range(3):
+            text, state, seconds = self.launch(faults, watcher)
+            if state["done"]:
+                break
+            print(f"     (chaos {t}: the job ended before the trial could act; running it again)", flush=True)
         left = self.segments()
         if left:
             subprocess.run(["rm", "-f"] + [os.path.join("/dev/shm", n) for n in left])
