@@ -57,11 +57,7 @@ void Runtime::Impl::end_job(const std::string& why, int exit_code) {
     std::fflush(stderr);
     // The launcher acts on the exit code this process asks for (mpirun's own status says little
     // under ULFM): a typed record, written out before the process goes.
-    if (heartbeat) {
-        heartbeat->send_event({{"event", "ending_job"}, {"exit_code", exit_code}, {"pid", static_cast<int>(getpid())},
-                               {"why", why.substr(0, 2000)}});
-        heartbeat->flush(std::chrono::milliseconds(500));
-    }
+    emit(ft::records::EndingJob{exit_code, static_cast<std::int32_t>(getpid()), why}.to_json(), true);
     // Not MPI_Abort: under ULFM it can take survivors down in odd ways; the launcher sees the
     // exit code and decides (75: relaunch from node-local snapshots; other: HDF5 restart).
     _exit(exit_code);
@@ -467,28 +463,27 @@ void Runtime::Impl::emit_recovery_record() {
     if (noticed > 0 && in_loop > noticed) total = static_cast<double>(in_loop - noticed) / 1e3;
     std::size_t bytes = 0;
     for (const auto& b : buffers) bytes += b.bytes;
-    nlohmann::json record = {
-        {"event", "recovery"}, {"tier", tier}, {"epoch", epoch}, {"failed_roles", failed},
-        {"replacement", replacement_kind}, {"recovery_version", plan.version},
-        {"resume_step", plan.version}, {"steps_replayed", plan.steps_replayed},
-        {"bytes_restored_per_replacement", bytes},
-        // Role 0's phases, as before; every rank's below.
-        {"phases_ms", mine}, {"total_ms", std::round(total * 1000) / 1000},
-        {"phases_ms_by_role", by_role},
-        {"phases_ms_max", max_phase},  // per phase, the slowest rank's
-        {"slowest_role", slowest},     // the rank that took longest to get back to the loop
-        {"phases_ms_slowest", by_role.value(slowest, nlohmann::json::object())},
-        // The first rank to notice the failure (any survivor, whichever role was replaced).
-        {"failure_noticed_unix_us", noticed},
-        // When the last rank was back in the step loop with its state restored.
-        {"back_in_loop_unix_us", in_loop},
-        {"first_step_ms", max_phase.value("first_step", 0.0)}};
+    using PhasesMs = ft::records::PhasesMs;
+    ft::records::Recovery record;
+    record.tier = tier;
+    record.epoch = epoch;
+    record.failed_roles = failed.get<std::vector<std::string>>();
+    record.replacement = replacement_kind;
+    record.recovery_version = record.resume_step = plan.version;
+    record.steps_replayed = plan.steps_replayed;
+    record.bytes_restored_per_replacement = static_cast<std::int64_t>(bytes);
+    record.phases_ms = mine.get<PhasesMs>();  // role 0's, as before; every rank's below
+    record.total_ms = std::round(total * 1000) / 1000;
+    record.phases_ms_by_role = by_role.get<std::map<std::string, PhasesMs>>();
+    record.phases_ms_max = max_phase.get<PhasesMs>();  // per phase, the slowest rank's
+    record.slowest_role = slowest;  // the rank that took longest to get back to the loop
+    record.phases_ms_slowest = by_role.value(slowest, nlohmann::json::object()).get<PhasesMs>();
+    record.failure_noticed_unix_us = noticed;  // the first rank to notice (any survivor)
+    record.back_in_loop_unix_us = in_loop;     // the last rank back in the loop, state restored
+    record.first_step_ms = max_phase.value("first_step", 0.0);
     if (noticed > 0 && in_loop > noticed)
-        record["notice_to_loop_ms"] = std::round(static_cast<double>(in_loop - noticed)) / 1e3;
-    // One line on stderr for runs without the launcher; the launcher's event log gets it too.
-    std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
-    std::fflush(stderr);
-    send_event(record);
+        record.notice_to_loop_ms = std::round(static_cast<double>(in_loop - noticed)) / 1e3;
+    emit(record.to_json());
     last_plan.reset();
 }
 
@@ -593,6 +588,7 @@ void Runtime::Impl::park_until_needed() {
     while (role_index < 0) {
         if (spares::park(universe) == spares::Wake::released) {
             log("released at the end of the job; this hot spare was not needed");
+            emit(ft::records::SpareReleased{static_cast<std::int32_t>(getpid())}.to_json());
             // The trainer never runs on this process: leave like a finished job (BYE first,
             // so the launcher does not count a lost spare).
             heartbeat.reset();
