@@ -9,6 +9,9 @@ the trial does to it what the in-job grammar cannot:
   port-garbage          a few seconds of connection flood and malformed frames on the control port
                         while the job runs, with a rank killed in it half of the time
   sigstop-rank          SIGSTOP of a random rank at a random step: declared hung, killed, replaced
+  pause-all             the launcher, mpirun and every rank SIGSTOPped together for 1.5-2.5 hang
+                        timeouts, then resumed together (a paused VM, the stall of docs/slurm.md):
+                        nobody was hung, so no failure, kill, drain or relaunch may follow
 
 Each trial is judged like an in-job one: identical (exit 0 and the failure-free checksum of the
 same job under the launcher), wrong, hung (fr-run's timeout) or leaked (a process or a segment
@@ -31,7 +34,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "launcher"))
 import frlib  # noqa: E402
 from launch_tests import flood  # noqa: E402
 
-CATEGORIES = ["mpirun-kill", "flip-before-relaunch", "port-garbage", "sigstop-rank"]
+CATEGORIES = ["mpirun-kill", "flip-before-relaunch", "port-garbage", "sigstop-rank", "pause-all"]
 TRIAL_ENV = "FLASHREC_CHAOS_TRIAL"  # marks every process of one trial (fr-run's tag is its own)
 
 
@@ -75,7 +78,9 @@ class LaunchChaos:
         self.job = re.search(r"name:\s*([A-Za-z0-9_-]+)", text).group(1)
         self.steps = int(re.search(r"steps:\s*(\d+)", text).group(1))
         self.ranks = int(re.search(r"dp:\s*(\d+)", text).group(1))
+        self.hang_ms = int(re.search(r"hang_timeout_ms:\s*(\d+)", text).group(1))
         self.ref = None
+        os.makedirs(workdir, exist_ok=True)
 
     def segments(self):
         return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{self.job}."))
@@ -130,6 +135,11 @@ class LaunchChaos:
         mpirun = next((e["pid"] for e in reversed(ev) if e["event"] == "launch"), None)
         step = max((e["step"] for e in ev if e["event"] == "step"), default=-1)
         running = any(e["event"] == "job_running" for e in ev)
+        if step >= self.steps * 9 // 10 or any(e["event"] == "job_end" for e in ev):
+            # Too late to act on (the watcher saw the step tags late, on a loaded machine):
+            # the trial runs again rather than judging a job nothing happened to.
+            state["late"] = True
+            return ev, None, -1, False
         return ev, mpirun, step, running
 
     def trial(self, rng, t, category):
@@ -189,9 +199,29 @@ class LaunchChaos:
                 if pid and step >= at:
                     _kill([pid], signal.SIGSTOP)
                     state["done"], state["note"] = True, f"SIGSTOP {victim} (pid {pid}) at step {step}"
+        elif category == "pause-all":
+            pause = rng.uniform(1.5, 2.5) * self.hang_ms / 1000
+
+            def watcher(state):
+                _, mpirun, step, _ = self._progress(state)
+                if not (mpirun and step >= at):
+                    return
+                state["done"] = True
+                # The whole job, launcher included, stops at once and resumes at once: what a
+                # paused VM (or the machine-wide stall of docs/slurm.md) looks like. Nobody was
+                # hung, so nobody may be killed for it.
+                pids = [p for p in self._pids(state) if p != state["fr_run"]]
+                _kill(pids, signal.SIGSTOP)
+                time.sleep(pause)
+                _kill(pids, signal.SIGCONT)
+                state["note"] = f"{len(pids)} processes stopped for {pause:.1f} s at step {step}"
         else:
             raise ValueError(category)
-        text, state, seconds = self.launch(faults, watcher)
+        for attempt in range(3):
+            text, state, seconds = self.launch(faults, watcher)
+            if state["done"]:
+                break
+            print(f"     (chaos {t}: the job ended before the trial could act; running it again)", flush=True)
         left = self.segments()
         if left:
             subprocess.run(["rm", "-f"] + [os.path.join("/dev/shm", n) for n in left])
@@ -207,10 +237,17 @@ class LaunchChaos:
         # What the launcher must have done about it (a trial that did nothing proves nothing).
         ev = _events(state["events"])
         needed = {"mpirun-kill": "warm_relaunch", "flip-before-relaunch": "warm_relaunch",
-                  "sigstop-rank": "hang_kill", "port-garbage": "recovery" if faults else "job_end"}[category]
+                  "sigstop-rank": "hang_kill", "port-garbage": "recovery" if faults else "job_end",
+                  "pause-all": "job_end"}[category]
         if verdict == "identical" and not any(e["event"] == needed for e in ev):
             verdict = "wrong"
             state["note"] += f"; no {needed} record"
+        if category == "pause-all":
+            taken = [(e["event"], e.get("role") or e.get("node")) for e in ev
+                     if e["event"] in ("failure", "hang_kill", "node_drained", "warm_relaunch")]
+            if taken and verdict == "identical":
+                verdict = "wrong"
+                state["note"] += f"; the pause was taken for a failure: {taken}"
         if category == "flip-before-relaunch":
             rejected = [e.get("store") for e in ev if e["event"] == "snapshot_rejected"]
             state["note"] += f"; rejected {rejected}" if rejected else "; the flipped copy was not needed"
