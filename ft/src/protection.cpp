@@ -190,8 +190,16 @@ void Protection::abort() noexcept {
 void Protection::worker() {
     // Linux nice values are per thread: this lowers only the protection thread. Best effort:
     // a container that forbids it leaves the thread at the trainer's priority.
-    if (setup_.thread_nice > 0)
-        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), setup_.thread_nice);
+    // After a repair (stores opened here) the first snapshot runs at the trainer's priority:
+    // every rank waits for it at the first sync point (it makes a replacement's stores and
+    // copies), so there is no step to stay out of the way of.
+    bool lowered = false;
+    const auto lower = [&] {
+        if (!lowered && setup_.thread_nice > 0)
+            (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), setup_.thread_nice);
+        lowered = true;
+    };
+    if (!setup_.open_new_stores_in_background) lower();
     for (;;) {
         std::int64_t step = 0, epoch = 0;
         SnapshotScope scope;
@@ -215,6 +223,7 @@ void Protection::worker() {
             cv_.notify_all();
             return;
         }
+        lower();
         std::lock_guard lock(mutex_);
         pending_ = false;
         cv_.notify_all();
