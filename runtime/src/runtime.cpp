@@ -630,7 +630,13 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
         {"snapshot_copy_GBps", rate(totals.copied_bytes, totals.copy_seconds)},
         {"snapshot_copy_cpu_GBps", rate(totals.copied_bytes, totals.copy_cpu_seconds)},
         {"replication_GBps", rate(totals.sent_bytes, totals.replication_seconds)},
+        // Without the time the (nice) protection thread waited for a core during it.
+        {"replication_oncpu_GBps", rate(totals.sent_bytes, totals.replication_seconds -
+                                                               totals.replication_run_delay_seconds)},
+        // The pipeline's passes (copy, hash), then with the transport's read of what was sent.
         {"sender_touched_per_byte", ratio(totals.sender_touched_bytes, totals.copied_bytes)},
+        {"sender_touched_incl_send_per_byte",
+         ratio(totals.sender_touched_bytes + totals.sent_bytes, totals.copied_bytes)},
         {"holder_touched_per_byte", ratio(totals.holder_touched_bytes, totals.received_bytes)},
         {"hashed_in_cache_per_byte", ratio(totals.hashed_in_cache_bytes, totals.copied_bytes)}};
     std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
