@@ -86,20 +86,23 @@ class Run:
                 return ts, m
         return None, None
 
-    def event(self, name):
-        for _, text in self.lines:
+    def stamped_event(self, name):
+        """(time, record) of the first `flashrec-event:` record of event `name` (the runtime's
+        typed records, never its prose), or (None, None)."""
+        for ts, text in self.lines:
             found = frlib.events(text, name)
             if found:
-                return found[0]
-        return None
+                return ts, found[0]
+        return None, None
+
+    def event(self, name):
+        return self.stamped_event(name)[1]
 
     def checkpoints(self):
         out = []
         for _, text in self.lines:
-            m = re.search(r"checkpoint: step (\d+) published in \S+: (\d+) files, (\d+) bytes in ([0-9.]+) s", text)
-            if m:
-                out.append({"step": int(m.group(1)), "files": int(m.group(2)), "bytes": int(m.group(3)),
-                            "seconds": float(m.group(4))})
+            for c in frlib.events(text, "checkpoint"):
+                out.append({"step": c["step"], "files": c["files"], "bytes": c["bytes"], "seconds": c["seconds"]})
         return out
 
     def tail(self):
@@ -113,8 +116,8 @@ def launch(build, nprocs, cfg_path, extra, timeout, expect_final):
 
 
 def injected_at(run):
-    _, m = run.find(r"fault injected: .* unix_us (\d+)\)")
-    return int(m.group(1)) / 1e6 if m else None
+    fault = run.event("fault_injected")
+    return fault["unix_us"] / 1e6 if fault else None
 
 
 def checksum(run):
@@ -158,7 +161,7 @@ def trial_ckpt(a, ranks, tmp, index):
     first = launch(a.build, ranks, path, ["--fault", f"role=1:step={a.fail_step}:phase=allreduce:action=kill"],
                    a.timeout, False)
     t_fail = injected_at(first)
-    died_ts, died = first.find(r"ending the job( \(exit code \d+\))?: ")
+    died_ts, died = first.stamped_event("ending_job")
     if not t_fail or not died:
         print(f"checkpoint-restart: job 1 did not end as expected (ranks {ranks}):\n{first.tail()}", file=sys.stderr)
         shutil.rmtree(ck, ignore_errors=True)

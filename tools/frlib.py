@@ -2,7 +2,9 @@
 
 A job runs under tools/fr-run (timeout, leak check, --expect) and tools/fr-mpirun (mpirun with
 ULFM); stdout and stderr come back merged. The records read back are the trainer's
-`final_checksum=<16 hex>` line and the runtime's `flashrec-event: {json}` lines.
+`final_checksum=<16 hex>` line and the runtime's `flashrec-event: {json}` lines (its typed
+records, ft/records.hpp: recovery, job_stats, fault_injected, checkpoint, ending_job, ...; never
+its prose, which is for people).
 
     import sys, os
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
@@ -22,7 +24,6 @@ FR_MPIRUN = os.path.join(TOOLS, "fr-mpirun")
 
 _CHECKSUM = re.compile(r"^final_checksum=([0-9a-f]{16})$", re.M)
 _EVENT = re.compile(r"flashrec-event: (\{.*\})$", re.M)
-_INJECTED = re.compile(r"fault injected: .* unix_us (\d+)\)")
 
 
 def command(nprocs, argv, timeout, expect=()):
@@ -53,9 +54,9 @@ def events(text, name=None):
 
 
 def fault_injected_us(text):
-    """unix_us of the first injected fault the runtime reported, or None."""
-    m = _INJECTED.search(text)
-    return int(m.group(1)) if m else None
+    """unix_us of the first injected fault (its fault_injected record), or None."""
+    found = events(text, "fault_injected")
+    return found[0]["unix_us"] if found else None
 
 
 class Job:

@@ -1,4 +1,5 @@
 #include "flashrec/ft/control_plane.hpp"
+#include "flashrec/ft/records.hpp"
 
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/contract.hpp"
@@ -548,9 +549,14 @@ void Controller::Impl::on_event(RankSlot slot, nlohmann::json record) {
         record["source_rank"] = info->world_rank;
     }
     try {
+        // A typed record (records.hpp) that is not what its name promises is refused here, so
+        // the launcher only ever acts on well-formed ones; the connection stays.
+        records::validate(record);
         event_log->log(record);
     } catch (const std::exception& e) {
-        log("event_rejected", {{"source", record.value("source", "")}, {"what", e.what()}});
+        log("event_rejected", {{"source", record.value("source", "")},
+                               {"record", record.value("event", "")},
+                               {"what", e.what()}});
         return;
     }
     invoke(options.on_event, "on_event", record);

@@ -27,6 +27,11 @@ void Watchdog::arm(std::string phase, int epoch, std::chrono::milliseconds budge
     cv_.notify_all();
 }
 
+void Watchdog::before_exit(BeforeExit hook) {
+    std::lock_guard lock(mutex_);
+    before_exit_ = std::move(hook);
+}
+
 void Watchdog::disarm() {
     std::lock_guard lock(mutex_);
     armed_ = false;
@@ -42,12 +47,12 @@ void Watchdog::run() {
         }
         if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
             std::chrono::steady_clock::now() >= deadline_) {
-            std::fprintf(stderr,
-                         "flashrec[pid %d]: recovery epoch %d: phase '%s' missed its deadline of "
-                         "%lld ms; ending this process so the launcher relaunches the job (tier 2)\n",
-                         static_cast<int>(getpid()), epoch_, phase_.c_str(),
-                         static_cast<long long>(budget_.count()));
+            const std::string why = "recovery epoch " + std::to_string(epoch_) + ": phase '" + phase_ +
+                                    "' missed its deadline of " + std::to_string(budget_.count()) + " ms";
+            std::fprintf(stderr, "flashrec[pid %d]: %s; ending this process so the launcher relaunches the job (tier 2)\n",
+                         static_cast<int>(getpid()), why.c_str());
             std::fflush(stderr);
+            if (before_exit_) before_exit_(why, kExitForRelaunch);
             _exit(kExitForRelaunch);
         }
     }

@@ -2,20 +2,11 @@
 
 #include <algorithm>
 
-#include "flashrec/errors.hpp"
-#include "flashrec/runtime/config.hpp"
-
 namespace flashrec::launcher {
 
-std::int64_t failure_step(const std::string& fired_fault, std::int64_t last_step_tag,
+std::int64_t failure_step(std::optional<std::int64_t> fault_step, std::int64_t last_step_tag,
                           std::int64_t last_completed_step) {
-    if (!fired_fault.empty()) {
-        try {
-            return config::parse_fault(fired_fault, "fault injected").step;
-        } catch (const flashrec::ConfigError&) {
-            // Not ours to judge here (the rank fired it): fall back to what the heartbeats say.
-        }
-    }
+    if (fault_step && *fault_step >= 0) return *fault_step;
     const std::int64_t after_completed = last_completed_step >= 0 ? last_completed_step + 1 : -1;
     return std::max({last_step_tag, after_completed, std::int64_t{-1}});
 }

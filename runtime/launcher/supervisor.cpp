@@ -35,6 +35,7 @@
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/event_log.hpp"
+#include "flashrec/ft/records.hpp"
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/watchdog.hpp"
 #include "flashrec/ft/wire.hpp"
@@ -145,11 +146,6 @@ struct EventMsg {
     json record;
 };
 using Message = std::variant<HungMsg, LostMsg, EventMsg>;
-
-struct FaultFired {
-    std::string text;
-    std::int64_t unix_us = 0;
-};
 
 struct Incident {
     int id = 0;
@@ -276,7 +272,8 @@ private:
     void confirm_stalls();
     void on_lost(const LostMsg& m);
     void on_event(const json& record);
-    void on_recovery(const json& record);
+    void on_record(const std::string& name, const json& record);
+    void on_recovery(const ft::records::Recovery& r, const json& record);
     Incident& add_incident(Incident inc);
     // periodic
     void tick();
@@ -340,9 +337,9 @@ private:
     std::int64_t tag_steps_ = 0;      // steps completed by every active role, from their step tags
 
     // What the ranks said.
-    std::map<int, FaultFired> faults_fired_;  // by pid
+    std::map<int, ft::records::FaultInjected> faults_fired_;  // by pid
     std::set<std::string> fired_texts_;
-    std::map<int, int> exit_requests_;        // pid -> 75/76/77 from its ending_job record (or a missed deadline)
+    std::map<int, int> exit_requests_;        // pid -> 75/76/77 from its ending_job record
     std::map<int, int> mpi_errors_;           // error class -> count
     std::set<int> released_pids_;             // hot spares released at the end of the job
     std::vector<LostMsg> pending_lost_;
@@ -351,7 +348,7 @@ private:
     std::map<std::string, std::vector<std::pair<std::string, Clock::time_point>>> silent_by_node_;
 
     std::vector<Incident> incidents_;
-    std::vector<json> recoveries_;
+    std::vector<ft::records::Recovery> recoveries_;
     // In-job recoveries of this attempt, to link incidents classified after the record arrived.
     struct RecoveryNote {
         std::set<std::string> roles;
@@ -361,7 +358,7 @@ private:
     };
     std::vector<RecoveryNote> recovery_notes_;
     std::vector<json> checkpoints_;
-    std::optional<json> job_stats_;
+    std::optional<ft::records::JobStats> job_stats_;
     std::optional<Clock::time_point> first_failure_since_progress_;
 
     // Progress.
@@ -633,45 +630,13 @@ void Supervisor::handle_line(const std::string& line, bool is_err) {
     if (is_known_noise(line)) return;
     (void)!::write(is_err ? STDERR_FILENO : STDOUT_FILENO, line.data(), line.size());
     std::smatch m;
-    // PRRTE names the node whose daemon it lost, then ends the whole job (NOTES-SLURM.md).
+    // PRRTE names the node whose daemon it lost, then ends the whole job (NOTES-SLURM.md). The
+    // only foreign text the launcher reads.
     static const std::regex lost_daemon_rx(R"(Remote daemon: *\S+ on node (\S+))");
-    if (line.find("Remote daemon:") != std::string::npos && std::regex_search(line, m, lost_daemon_rx)) {
+    if (line.find("Remote daemon:") != std::string::npos && std::regex_search(line, m, lost_daemon_rx))
         node_lost(m[1].str(), "mpirun lost its daemon there (PRRTE: \"lost communication with a remote daemon\")");
-        return;
-    }
-    if (line.find("flashrec") == std::string::npos) return;
-    static const std::regex fault_rx(R"(flashrec: fault injected: (\S+) \(pid (\d+)(?:, unix_us (\d+))?\))");
-    static const std::regex deadline_rx(R"(pid (\d+)\]: recovery epoch \d+: phase .* missed its deadline)");
-    static const std::regex mpi_rx(R"(\(MPI error class (\d+)\))");
-    if (line.find("fault injected") != std::string::npos && std::regex_search(line, m, fault_rx)) {
-        FaultFired f{m[1].str(), m[3].matched ? std::stoll(m[3].str()) : unix_ms(SysClock::now()) * 1000};
-        const int pid = std::stoi(m[2].str());
-        faults_fired_[pid] = f;
-        fired_texts_.insert(f.text);
-        log("fault_injected", {{"fault", f.text}, {"pid", pid}, {"unix_us", f.unix_us}, {"attempt", attempt_.index}});
-        return;
-    }
-    if (line.find("missed its deadline") != std::string::npos && std::regex_search(line, m, deadline_rx)) {
-        exit_requests_[std::stoi(m[1].str())] = ft::kExitForRelaunch;
-        return;
-    }
-    // The runtime reports published HDF5 checkpoints on stderr; the event log gets a record.
-    static const std::regex checkpoint_rx(R"(checkpoint: step (\d+) published in (\S+?):? )");
-    if (line.find("published in") != std::string::npos && std::regex_search(line, m, checkpoint_rx)) {
-        json record = {{"step", std::stoll(m[1].str())}, {"path", m[2].str()}, {"attempt", attempt_.index},
-                       {"from", "rank output"}};
-        log("checkpoint", record);
-        record["event"] = "checkpoint";
-        checkpoints_.push_back(record);
-        return;
-    }
-    static const std::regex released_rx(R"(flashrec\[spare pid (\d+)\]: released at the end of the job)");
-    if (line.find("released at the end") != std::string::npos && std::regex_search(line, m, released_rx)) {
-        released_pids_.insert(std::stoi(m[1].str()));
-        return;
-    }
-    if (line.find("MPI error class") != std::string::npos && std::regex_search(line, m, mpi_rx))
-        ++mpi_errors_[std::stoi(m[1].str())];
+    // flashrec's own lines are for people: what the launcher acts on arrives as typed records
+    // over the control plane (on_event).
 }
 
 // The job finished when every active role said BYE after its step loop ended. The controller's
@@ -1306,8 +1271,8 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     i.hang = true;
     i.kill = m.outcome;
     const auto fired = faults_fired_.find(inc.pid);
-    i.step = failure_step(fired != faults_fired_.end() ? fired->second.text : std::string(), inc.last_step_tag,
-                          last_step_);
+    i.step = failure_step(fired != faults_fired_.end() ? std::optional(fired->second.step) : std::nullopt,
+                          inc.last_step_tag, last_step_);
     i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
     if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end())
         i.since_injection_ms = static_cast<double>(unix_ms(m.decided) * 1000 - f->second.unix_us) / 1000.0;
@@ -1385,15 +1350,26 @@ void Supervisor::on_lost(const LostMsg& m) {
 
 void Supervisor::on_event(const json& record) {
     const std::string name = record.value("event", "");
-    if (name == "step") {
-        const std::int64_t step = record.value("step", std::int64_t{-1});
-        if (record.contains("loss") && record["loss"].is_number()) last_loss_ = record["loss"].get<double>();
-        if (step > last_step_ || attempt_.progressed == false) {
-            if (step >= 0) last_step_ = step;
+    try {
+        on_record(name, record);
+    } catch (const ft::records::RecordError& e) {
+        // The controller checks typed records before they reach here; a bad one is refused, not
+        // acted on.
+        log("event_rejected", {{"source", record.value("source", "")}, {"record", name}, {"what", e.what()}});
+    }
+}
+
+void Supervisor::on_record(const std::string& name, const json& record) {
+    namespace records = ft::records;
+    if (name == records::Step::kEvent) {
+        const auto s = records::Step::from_json(record);
+        if (s.loss) last_loss_ = *s.loss;
+        if (s.step > last_step_ || attempt_.progressed == false) {
+            if (s.step >= 0) last_step_ = s.step;
             attempt_.progressed = true;
         }
         const auto now = Clock::now();
-        rate_window_.emplace_back(now, step);
+        rate_window_.emplace_back(now, s.step);
         while (rate_window_.size() > 2 && now - rate_window_.front().first > std::chrono::seconds(5))
             rate_window_.pop_front();
         last_progress_time_ = now;
@@ -1403,21 +1379,31 @@ void Supervisor::on_event(const json& record) {
         std::lock_guard lock(metrics_state_.mutex);
         metrics_state_.steps = steps_completed();
         metrics_state_.loss = last_loss_;
-    } else if (name == "ending_job") {
+    } else if (name == records::EndingJob::kEvent) {
         // A rank ends the job on purpose and says with which exit code (the runtime's named
         // codes: 75 relaunch, 76 state lost in memory, 77 no spare); anything else counts as 1.
-        const int pid = record.value("pid", 0);
-        int code = record.value("exit_code", 1);
+        const auto e = records::EndingJob::from_json(record);
+        int code = e.exit_code;
         if (code != ft::kExitForRelaunch && code != ft::kExitStateLost && code != ft::kExitNoSpare) code = 1;
-        if (pid > 0) exit_requests_[pid] = code;
-    } else if (name == "recovery") {
-        on_recovery(record);
-    } else if (name == "job_stats") {
-        job_stats_ = record;
+        if (e.pid > 0) exit_requests_[e.pid] = code;
+    } else if (name == records::FaultInjected::kEvent) {
+        // The real cause of the rank's end (a kill, an exit code, a stop) and the time it fired.
+        auto f = records::FaultInjected::from_json(record);
+        fired_texts_.insert(f.fault);
+        faults_fired_[f.pid] = std::move(f);
+    } else if (name == records::Recovery::kEvent) {
+        on_recovery(records::Recovery::from_json(record), record);
+    } else if (name == records::JobStats::kEvent) {
+        job_stats_ = records::JobStats::from_json(record);
         attempt_.job_stats_seen = true;
-    } else if (name.find("checkpoint") != std::string::npos) {
+    } else if (name == records::CheckpointPublished::kEvent) {
+        const auto c = records::CheckpointPublished::from_json(record);
         checkpoints_.push_back(record);
-        if (record.contains("step")) say(name + ": step " + record["step"].dump());
+        say("checkpoint: step " + std::to_string(c.step) + " published in " + c.path);
+    } else if (name == records::MpiErrorSeen::kEvent) {
+        ++mpi_errors_[records::MpiErrorSeen::from_json(record).error_class];
+    } else if (name == records::SpareReleased::kEvent) {
+        released_pids_.insert(records::SpareReleased::from_json(record).pid);
     } else if (name == "device_error" || name == "cuda_error" || name == "nccl_error") {
         Incident i;
         i.attempt = attempt_.index;
@@ -1428,27 +1414,22 @@ void Supervisor::on_event(const json& record) {
     }
 }
 
-void Supervisor::on_recovery(const json& record) {
-    recoveries_.push_back(record);
-    const int tier = record.value("tier", 1);
-    const std::string kind = record.value("replacement", "?");
-    const double total = record.value("total_ms", -1.0);
-    const std::int64_t replayed = record.value("steps_replayed", std::int64_t{0});
+void Supervisor::on_recovery(const ft::records::Recovery& r, const json& record) {
+    recoveries_.push_back(r);
+    const int tier = r.tier;
+    const std::string& kind = r.replacement;
+    const double total = r.total_ms;
+    const std::int64_t replayed = r.steps_replayed;
     std::string roles;
-    std::set<std::string> failed;
-    if (record.contains("failed_roles") && record["failed_roles"].is_array())
-        for (const auto& r : record["failed_roles"])
-            if (r.is_string()) {
-                failed.insert(r.get<std::string>());
-                roles += (roles.empty() ? "" : ",") + r.get<std::string>();
-            }
+    const std::set<std::string> failed(r.failed_roles.begin(), r.failed_roles.end());
+    for (const auto& role : r.failed_roles) roles += (roles.empty() ? "" : ",") + role;
     if (kind == "relaunch" || (restart_ && !restart_->rank_record && failed.empty())) {
         // The ranks' own record of a warm relaunch (tier 2) or a restart: joins the launcher's.
         if (restart_ && !restart_->rank_record) restart_->rank_record = record;
         return;
     }
     const std::string by = "in-job tier " + std::to_string(tier) + " (" + kind + ")";
-    if (kind.find("spawned") != std::string::npos) last_spawn_ = {attempt_.index, Clock::now()};
+    if (kind == "spawned" || kind == "hot+spawned") last_spawn_ = {attempt_.index, Clock::now()};
     // Under Slurm the node a rank died on is not used again (DESIGN.md "Slurm"): drained now,
     // its other ranks moved off it at the next relaunch.
     // (The role may already run elsewhere: the node is the one its incident names. An incident
@@ -1466,7 +1447,7 @@ void Supervisor::on_recovery(const json& record) {
     // A lost role that was not yet reported (its connection had not closed yet) is now known.
     last_recovery_text_ = "tier " + std::to_string(tier) + ": " + (roles.empty() ? "?" : roles) + " -> " + kind +
                           " in " + human_ms(total) + ", resumed at step " +
-                          std::to_string(record.value("resume_step", std::int64_t{-1})) + " (" +
+                          std::to_string(r.resume_step) + " (" +
                           std::to_string(replayed) + " step" + (replayed == 1 ? "" : "s") + " replayed)";
     say("RECOVERED " + last_recovery_text_);
     first_failure_since_progress_.reset();
@@ -1703,14 +1684,12 @@ void Supervisor::tick() {
             i.obs = {Observed::connection_lost, 0};
             if (auto e = exit_requests_.find(inc.pid); e != exit_requests_.end()) i.obs = {Observed::exit_code, e->second};
             if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end()) {
-                const std::string& t = f->second.text;
-                const auto a = t.find("action=");
-                const std::string action = a == std::string::npos ? "kill" : t.substr(a + 7, t.find(':', a) - a - 7);
-                if (action == "kill") i.obs = {Observed::signal, SIGKILL};
-                else if (action.rfind("exit", 0) == 0)
-                    i.obs = {Observed::exit_code, action.size() > 5 ? std::atoi(action.c_str() + 5) : 1};
-                i.since_injection_ms = static_cast<double>(unix_ms(it->when) * 1000 - f->second.unix_us) / 1000.0;
-                i.detail = "fault injected: " + t;
+                // The fault's own record names the real cause.
+                const auto& fault = f->second;
+                if (fault.action == "kill") i.obs = {Observed::signal, SIGKILL};
+                else if (fault.action == "exit") i.obs = {Observed::exit_code, fault.exit_code};
+                i.since_injection_ms = static_cast<double>(unix_ms(it->when) * 1000 - fault.unix_us) / 1000.0;
+                i.detail = "fault injected: " + fault.fault;
             }
             i.role = inc.role;
             i.pid = inc.pid;
@@ -1722,7 +1701,7 @@ void Supervisor::tick() {
                 continue;
             }
             const auto fired = faults_fired_.find(inc.pid);
-            i.step = failure_step(fired != faults_fired_.end() ? fired->second.text : std::string(),
+            i.step = failure_step(fired != faults_fired_.end() ? std::optional(fired->second.step) : std::nullopt,
                                   inc.last_step_tag, last_step_);
             i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
             // Its recovery may already be done: the record can beat the settle time.
@@ -1759,8 +1738,7 @@ void Supervisor::tick() {
 }
 
 double Supervisor::median_step_ms() const {
-    if (job_stats_ && job_stats_->contains("median_step_ms") && (*job_stats_)["median_step_ms"].is_number())
-        return (*job_stats_)["median_step_ms"].get<double>();
+    if (job_stats_) return job_stats_->median_step_ms;
     if (rate_window_.size() >= 2) {
         const double dt = ms_between(rate_window_.front().first, rate_window_.back().first);
         const auto ds = rate_window_.back().second - rate_window_.front().second;
@@ -1775,14 +1753,15 @@ void Supervisor::summary() {
     double recovery_ms = 0, hang_ms = 0, restart_ms = 0;
     int hot = 0, spawned = 0, in_job = 0;
     for (const auto& r : recoveries_) {
-        if (r.value("replacement", "") == "relaunch") continue;
-        replayed += r.value("steps_replayed", std::int64_t{0});
-        recovery_ms += r.value("total_ms", 0.0);
-        const std::string kind = r.value("replacement", "");
-        const int n = r.contains("failed_roles") && r["failed_roles"].is_array() ? static_cast<int>(r["failed_roles"].size()) : 1;
+        if (r.replacement == "relaunch") continue;
+        replayed += r.steps_replayed;
+        recovery_ms += r.total_ms;
+        const int n = static_cast<int>(r.failed_roles.size());
         in_job += n;
-        if (kind.find("hot") != std::string::npos) hot += kind == "hot+spawned" ? 1 : n;
-        if (kind.find("spawned") != std::string::npos) spawned += kind == "hot+spawned" ? n - 1 : n;
+        // One hot spare, the rest spawned, for "hot+spawned".
+        if (r.replacement == "hot") hot += n;
+        if (r.replacement == "spawned") spawned += n;
+        if (r.replacement == "hot+spawned") hot += 1, spawned += n - 1;
     }
     for (const auto& r : restarts_done_) {
         replayed += r.value("steps_replayed", std::int64_t{0});

@@ -177,6 +177,7 @@ struct Checkpointer::State {
     ft::SnapshotLayout layout;
     TestPause pause = test_pause();
     bool enabled = false;
+    Published on_published;
 
     // The private copy of the committed snapshot the file is written from (worker thread only):
     // allocated at the first checkpoint, kept for the next ones. Buffers at 64-byte offsets.
@@ -221,9 +222,10 @@ struct Checkpointer::State {
 };
 
 Checkpointer::Checkpointer(const config::Config& cfg, const std::vector<ProtectedBuffer>& buffers,
-                           CheckpointIdentity identity, ft::Comm comm)
+                           CheckpointIdentity identity, ft::Comm comm, Published on_published)
     : state_(std::make_unique<State>()) {
     State& s = *state_;
+    s.on_published = std::move(on_published);
     s.settings = cfg.checkpoint;
     s.job = cfg.job.name;
     for (const auto& b : buffers) {
@@ -554,6 +556,9 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
                               " MB/s; slowest rank: copy-out " + fixed(slowest_copy_s, 3) + " s, file " +
                               fixed(slowest_write_s, 3) + " s; publish " + fixed(publish_s, 3) + " s, prune " +
                               fixed(prune_s, 3) + " s)" + pruned);
+    if (on_published)
+        on_published({version, published.string(), static_cast<std::int64_t>(manifest.files.size()),
+                      static_cast<std::int64_t>(bytes), seconds});
 }
 
 void Checkpointer::State::retire_old(const fs::path& root, std::vector<fs::path>& removed,

@@ -31,6 +31,10 @@ void FaultInjector::at(std::int64_t step, config::Phase phase) {
         std::fprintf(stderr, "flashrec: fault injected: %s (pid %d, unix_us %lld)\n", f.text.c_str(),
                      static_cast<int>(getpid()), static_cast<long long>(unix_us));
         std::fflush(stderr);
+        if (announce_)
+            announce_({f.text, static_cast<std::int32_t>(getpid()), static_cast<std::int64_t>(unix_us),
+                       config::to_string(f.action), f.action == config::Action::exit ? f.exit_code : 0,
+                       f.step, config::to_string(phase)});
         switch (f.action) {
             case config::Action::kill: raise(SIGKILL); break;
             case config::Action::exit: _exit(f.exit_code);

@@ -331,6 +331,10 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
 
     for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
     faults = runtime::FaultInjector(cfg.faults, !spares::was_spawned());
+    faults.announce_to([this](const ft::records::FaultInjected& f) { emit(f.to_json(), true); });
+    watchdog.before_exit([this](const std::string& why, int code) {
+        emit(ft::records::EndingJob{code, static_cast<std::int32_t>(getpid()), why}.to_json(), true);
+    });
     if (spares::was_spawned()) {
         // A cold spare: the survivors started this process to take a dead role.
         original = false;
@@ -438,6 +442,14 @@ void Runtime::Impl::connect_control_plane() {
 
 void Runtime::Impl::send_event(const nlohmann::json& record) {
     if (heartbeat) heartbeat->send_event(record);
+}
+
+void Runtime::Impl::emit(const nlohmann::json& record, bool before_exit) {
+    std::fprintf(stderr, "%s\n", ft::records::event_line(record).c_str());
+    std::fflush(stderr);
+    if (!heartbeat) return;
+    heartbeat->send_event(record);
+    if (before_exit) heartbeat->flush(std::chrono::milliseconds(500));
 }
 
 void Runtime::Impl::retire_protection() {
@@ -583,8 +595,9 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     if (has_device_buffers()) protection->setup().copier->state_ready(compute_stream);
     protection->start_snapshot(version, epoch, std::move(scope));
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(checkpoint_comm));
-    else checkpointer = std::make_unique<runtime::Checkpointer>(cfg, buffers, checkpoint_identity(),
-                                                                std::move(checkpoint_comm));
+    else checkpointer = std::make_unique<runtime::Checkpointer>(
+             cfg, buffers, checkpoint_identity(), std::move(checkpoint_comm),
+             [this](const ft::records::CheckpointPublished& c) { emit(c.to_json()); });
 }
 
 runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
@@ -610,37 +623,35 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     };
     std::size_t state = 0;
     for (const auto& b : buffers) state += b.bytes;
-    const nlohmann::json record = {
-        {"event", "job_stats"},
-        {"role", topology::role_key(coord())},
-        {"steps", stats.step_ms.size()},
-        {"median_step_ms", median(stats.step_ms)},
-        {"median_exposed_wait_ms", median(stats.exposed_wait_ms)},
-        {"total_exposed_wait_ms", waited},
-        {"protection", cfg.protection.enabled},
-        {"state_bytes", state},
-        {"shm_bytes", shm_bytes},
-        {"snapshot_ms", snapshot.seconds * 1e3},
-        {"snapshot_copied_bytes", snapshot.copied_bytes},
-        {"snapshot_sent_bytes", snapshot.sent_bytes},
-        // Over every snapshot of this run (the sums in SnapshotTiming's terms).
-        {"snapshots", snapshots},
-        {"snapshot_mean_ms", per(totals.seconds * 1e3)},
-        {"snapshot_cpu_ms", per(totals.cpu_seconds * 1e3)},
-        {"snapshot_copy_GBps", rate(totals.copied_bytes, totals.copy_seconds)},
-        {"snapshot_copy_cpu_GBps", rate(totals.copied_bytes, totals.copy_cpu_seconds)},
-        {"replication_GBps", rate(totals.sent_bytes, totals.replication_seconds)},
-        // Without the time the (nice) protection thread waited for a core during it.
-        {"replication_oncpu_GBps", rate(totals.sent_bytes, totals.replication_seconds -
-                                                               totals.replication_run_delay_seconds)},
-        // The pipeline's passes (copy, hash), then with the transport's read of what was sent.
-        {"sender_touched_per_byte", ratio(totals.sender_touched_bytes, totals.copied_bytes)},
-        {"sender_touched_incl_send_per_byte",
-         ratio(totals.sender_touched_bytes + totals.sent_bytes, totals.copied_bytes)},
-        {"holder_touched_per_byte", ratio(totals.holder_touched_bytes, totals.received_bytes)},
-        {"hashed_in_cache_per_byte", ratio(totals.hashed_in_cache_bytes, totals.copied_bytes)}};
-    std::fprintf(stderr, "flashrec-event: %s\n", record.dump().c_str());
-    send_event(record);
+    ft::records::JobStats r;
+    r.role = topology::role_key(coord());
+    r.steps = static_cast<std::int64_t>(stats.step_ms.size());
+    r.median_step_ms = median(stats.step_ms);
+    r.median_exposed_wait_ms = median(stats.exposed_wait_ms);
+    r.total_exposed_wait_ms = waited;
+    r.protection = cfg.protection.enabled;
+    r.state_bytes = static_cast<std::int64_t>(state);
+    r.shm_bytes = static_cast<std::int64_t>(shm_bytes);
+    r.snapshot_ms = snapshot.seconds * 1e3;
+    r.snapshot_copied_bytes = static_cast<std::int64_t>(snapshot.copied_bytes);
+    r.snapshot_sent_bytes = static_cast<std::int64_t>(snapshot.sent_bytes);
+    // Over every snapshot of this run (the sums in SnapshotTiming's terms).
+    r.snapshots = static_cast<std::int64_t>(snapshots);
+    r.snapshot_mean_ms = per(totals.seconds * 1e3);
+    r.snapshot_cpu_ms = per(totals.cpu_seconds * 1e3);
+    r.snapshot_copy_GBps = rate(totals.copied_bytes, totals.copy_seconds);
+    r.snapshot_copy_cpu_GBps = rate(totals.copied_bytes, totals.copy_cpu_seconds);
+    r.replication_GBps = rate(totals.sent_bytes, totals.replication_seconds);
+    // Without the time the (nice) protection thread waited for a core during it.
+    r.replication_oncpu_GBps =
+        rate(totals.sent_bytes, totals.replication_seconds - totals.replication_run_delay_seconds);
+    // The pipeline's passes (copy, hash), then with the transport's read of what was sent.
+    r.sender_touched_per_byte = ratio(totals.sender_touched_bytes, totals.copied_bytes);
+    r.sender_touched_incl_send_per_byte =
+        ratio(totals.sender_touched_bytes + totals.sent_bytes, totals.copied_bytes);
+    r.holder_touched_per_byte = ratio(totals.holder_touched_bytes, totals.received_bytes);
+    r.hashed_in_cache_per_byte = ratio(totals.hashed_in_cache_bytes, totals.copied_bytes);
+    emit(r.to_json());
 }
 
 std::string Runtime::Impl::store_prefix() const {
@@ -731,6 +742,9 @@ void Runtime::Impl::on_failure(const std::exception& e) {
         timeline.noticed_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                        std::chrono::system_clock::now().time_since_epoch()).count();
     if (!abandoned) log(std::string("step ") + std::to_string(step) + " abandoned: " + e.what());
+    if (const auto* error = dynamic_cast<const MpiError*>(&e); error && !abandoned)
+        emit(ft::records::MpiErrorSeen{static_cast<std::int32_t>(getpid()), error->error_class(), error->operation()}
+                 .to_json());
     abandoned = true;
     revoke_all();
 }
@@ -1089,7 +1103,7 @@ void Step::end_update() {
 void Step::report_loss(double loss) {
     auto& im = *rt_->impl_;
     if (im.role_index == 0 && !im.abandoned)
-        im.send_event({{"event", "step"}, {"step", index_}, {"loss", loss}});
+        im.send_event(ft::records::Step{index_, loss}.to_json());
 }
 
 bool Step::abandoned() const { return rt_->impl_->abandoned; }

@@ -42,6 +42,7 @@ cat > "$work/run.log" <<'LOG'
 step 0 loss 10.761024
 step 10 loss 8.395399
 flashrec: fault injected: role=1:step=20:phase=allreduce:action=kill (pid 9804, unix_us 1795332954038000)
+flashrec-event: {"event":"fault_injected","v":1,"fault":"role=1:step=20:phase=allreduce:action=kill","pid":9804,"unix_us":1795332954038000,"action":"kill","step":20,"phase":"allreduce"}
 flashrec[dp0.tp0.pp0 pid 9799]: step 20 abandoned: rank 0: MPI_Alltoallv(gradients) on 'dp' failed
 flashrec-event: {"event":"recovery","tier":1,"epoch":1,"failed_roles":["dp1.tp0.pp0"],"replacement":"hot","recovery_version":20,"resume_step":20,"steps_replayed":0,"bytes_restored_per_replacement":21064,"phases_ms":{"revoke":0.09,"shrink":0.46,"agree":0.14,"exchange":0.74,"rebuild":2.79,"restore":0.84,"resumed":0.39,"first_step":1.26},"total_ms":6.71,"failure_noticed_unix_us":1795332954043679}
 step 20 loss 5.959075

@@ -20,7 +20,8 @@ def check(name, ok, detail=""):
 
 
 OUT = """step 0 loss 22.929081
-flashrec: fault injected: role=1:step=25:phase=allreduce:action=kill (pid 31330, unix_us 1795513922872178)
+flashrec: fault injected: role=1:step=25:phase=allreduce:action=kill (pid 31330, unix_us 1795513922872170)
+flashrec-event: {"event":"fault_injected","v":1,"fault":"role=1:step=25:phase=allreduce:action=kill","pid":31330,"unix_us":1795513922872178,"action":"kill","step":25,"phase":"allreduce"}
 flashrec-event: {"event":"recovery","epoch":1,"tier":1}
 flashrec-event: {"event":"recovery","epoch":2,"tier":1
 flashrec-event: {"event":"job_stats","median_step_ms":25.6}
@@ -36,13 +37,14 @@ check("Job.checksum: the one checksum", job.checksum == "89abcdef01234567", str(
 two = frlib.Job(OUT + "final_checksum=0000000000000000\n", 0, 1.0)
 check("Job.checksum: None when a run printed two", two.checksum is None, str(two.checksum))
 check("events: in order, the cut-off record skipped",
-      [e["event"] for e in job.events()] == ["recovery", "job_stats"], str(job.events()))
+      [e["event"] for e in job.events()] == ["fault_injected", "recovery", "job_stats"], str(job.events()))
 check("events(name): only that event", [e["epoch"] for e in job.events("recovery")] == [1])
 check("event(name): the first record, or None",
       job.event("job_stats") == {"event": "job_stats", "median_step_ms": 25.6} and job.event("nope") is None)
-check("fault_injected_us: the runtime's clock", job.fault_injected_us() == 1795513922872178,
+check("fault_injected_us: the record's clock, not the prose line's", job.fault_injected_us() == 1795513922872178,
       str(job.fault_injected_us()))
-check("fault_injected_us: None without a fault", frlib.fault_injected_us("step 0 loss 1.0\n") is None)
+check("fault_injected_us: None without a fault record",
+      frlib.fault_injected_us("step 0 loss 1.0\nflashrec: fault injected: x (pid 1, unix_us 5)\n") is None)
 check("hung: fr-run's timeout", frlib.Job("fr-run: FAIL: timed out after 30 s; killed the whole process tree",
                                           1, 30.0).hung and not job.hung)
 

@@ -6,6 +6,7 @@
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/event_log.hpp"
+#include "flashrec/ft/records.hpp"
 #include "flashrec/ft/wire.hpp"
 
 #include <arpa/inet.h>
@@ -695,6 +696,26 @@ TEST_CASE("live: a client with the right token registers, its heartbeats move th
     CHECK(log_has(live.log_path, "rank_registered", "dp0.tp0.pp0"));
     CHECK(live.lost.all().empty());
     CHECK(live.hung.all().empty());
+}
+
+TEST_CASE("live: a malformed typed record is refused and logged; the rank stays connected") {
+    LiveController live;
+    StepProgress progress;
+    HeartbeatClient client(live.client_options("dp0.tp0.pp0"), progress);
+    REQUIRE(eventually([&] { return live.registered("dp0.tp0.pp0"); }));
+    // The launcher would act on an ending_job's exit code: one without it never reaches it.
+    CHECK(client.send_event({{"event", "ending_job"}, {"v", 1}, {"pid", 5}, {"why", "no code"}}));
+    CHECK(client.flush(2s));
+    CHECK(eventually([&] {
+        return log_has(live.log_path, "event_rejected", R"(record 'ending_job', field 'exit_code': missing)");
+    }));
+    CHECK_FALSE(log_has(live.log_path, "ending_job", R"("why":"no code")"));
+    const auto before = live.controller->rank("dp0.tp0.pp0")->heartbeats;
+    CHECK(eventually([&] { return live.registered("dp0.tp0.pp0", before + 2); }));
+    CHECK(client.send_event(flashrec::ft::records::EndingJob{76, 5, "state lost"}.to_json()));
+    CHECK(eventually([&] { return log_has(live.log_path, "ending_job", R"("exit_code":76)"); }));
+    CHECK(live.controller->drop_count(DropReason::malformed_frame) == 0);
+    CHECK(live.lost.all().empty());
 }
 
 TEST_CASE("live: a wrong token is refused and logged while the controller keeps serving others") {

@@ -5,6 +5,7 @@
 #include "flashrec/ft/contract.hpp"  // kExitForRelaunch
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,6 +22,10 @@ public:
     // Arms the watchdog for `phase`; re-arming replaces the previous phase.
     void arm(std::string phase, int epoch, std::chrono::milliseconds budget);
     void disarm();
+    // Called on the watchdog's thread just before it ends the process, with what happened and
+    // the exit code: the runtime sends the launcher an ending_job record. Set before arming.
+    using BeforeExit = std::function<void(const std::string& why, int exit_code)>;
+    void before_exit(BeforeExit hook);
 
 private:
     void run();
@@ -31,6 +36,7 @@ private:
     int epoch_ = 0;
     std::chrono::milliseconds budget_{0};
     std::chrono::steady_clock::time_point deadline_;
+    BeforeExit before_exit_;
     std::thread thread_;
 };
 

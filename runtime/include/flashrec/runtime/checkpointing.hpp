@@ -6,12 +6,14 @@
 // memory everywhere (tier 3).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "flashrec/ft/comm.hpp"
+#include "flashrec/ft/records.hpp"
 #include "flashrec/runtime/config.hpp"
 #include "flashrec/runtime/topology.hpp"
 
@@ -35,8 +37,11 @@ public:
     // `buffers` are the trainer's registered buffers (names, types, sizes; the data pointers are
     // only used by restore). `comm` is a communicator of the active ranks for this object's own
     // use (a dup of work); it is replaced by rebind() after a repair.
+    // `on_published` gets each checkpoint this rank publishes (rank 0 of the checkpoint), on the
+    // worker thread: the runtime sends it to the launcher as a typed record.
+    using Published = std::function<void(const ft::records::CheckpointPublished&)>;
     Checkpointer(const config::Config& cfg, const std::vector<ProtectedBuffer>& buffers,
-                 CheckpointIdentity identity, ft::Comm comm);
+                 CheckpointIdentity identity, ft::Comm comm, Published on_published = {});
     ~Checkpointer();
 
     // Called by every active rank once snapshot `version` (the state after `version` steps) is

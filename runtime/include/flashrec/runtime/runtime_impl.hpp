@@ -15,6 +15,7 @@
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/protection.hpp"
+#include "flashrec/ft/records.hpp"
 #include "flashrec/ft/watchdog.hpp"
 #include "flashrec/runtime/checkpointing.hpp"
 #include "flashrec/runtime/recovery_plan.hpp"
@@ -178,6 +179,9 @@ struct Runtime::Impl {
     // (Re)registers with the launcher's control plane as this process's current role.
     void connect_control_plane();
     void send_event(const nlohmann::json& record);
+    // A typed record (ft/records.hpp) for the launcher, and as a "flashrec-event:" line on
+    // stderr for runs without one; `before_exit`: wait (bounded) until it is written.
+    void emit(const nlohmann::json& record, bool before_exit = false);
 
     // Recovery (recovery.cpp).
     // Snapshot segments are named per node, so virtual nodes on one machine never share them.

@@ -1,0 +1,178 @@
+// The typed records a rank sends to flashrec-launch (EVENT frames of the control plane) for the
+// facts the launcher acts on: a step done, a fault fired, a checkpoint published, an in-job
+// recovery, the job's statistics, a rank ending the job with an exit code, an MPI error seen, a
+// hot spare released. Each is a struct with to_json()/from_json() here and nowhere else; the
+// launcher classifies from these and the exit codes, never from the ranks' log lines, which
+// stay for people. Runs without a launcher get the same JSON on stderr (event_line()).
+// Field tables: docs/contract.md, "Records". Internal: not part of the public flashrec.hpp.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flashrec/errors.hpp"
+
+namespace flashrec::ft::records {
+
+// Every typed record carries "v": kVersion. A reader refuses a version it does not know rather
+// than guess at a record written by another flashrec.
+inline constexpr int kVersion = 1;
+
+// A record that is not what its event name promises: names the event and the field.
+class RecordError : public Error {
+public:
+    RecordError(std::string event, std::string field, const std::string& problem);
+    const std::string& event() const noexcept { return event_; }
+    const std::string& field() const noexcept { return field_; }
+
+private:
+    std::string event_, field_;
+};
+
+using PhasesMs = std::map<std::string, double>;
+
+// The leader after each completed step.
+struct Step {
+    static constexpr char kEvent[] = "step";
+    std::int64_t step = 0;
+    std::optional<double> loss;  // absent when the trainer reports none (NaN is sent as absent)
+    nlohmann::json to_json() const;
+    static Step from_json(const nlohmann::json& j);
+    bool operator==(const Step&) const = default;
+};
+
+// A fault of the fault injector fired in this process; sent (and flushed) before the action.
+struct FaultInjected {
+    static constexpr char kEvent[] = "fault_injected";
+    std::string fault;           // the spec as written
+    std::int32_t pid = 0;
+    std::int64_t unix_us = 0;    // wall clock when it fired (detection latency is measured from it)
+    std::string action;          // "kill" | "exit" | "stop"
+    int exit_code = 0;           // for "exit"
+    std::int64_t step = 0;       // the spec's step: the step it fired in (a parked spare's: its spec's)
+    std::string phase;           // the phase it fired in
+    nlohmann::json to_json() const;
+    static FaultInjected from_json(const nlohmann::json& j);
+    bool operator==(const FaultInjected&) const = default;
+};
+
+// An HDF5 checkpoint was published (by the checkpoint's rank 0).
+struct CheckpointPublished {
+    static constexpr char kEvent[] = "checkpoint";
+    std::int64_t step = 0;       // the version it holds (steps completed)
+    std::string path;            // its directory
+    std::int64_t files = 0;
+    std::int64_t bytes = 0;
+    double seconds = 0;          // from the snapshot to published
+    nlohmann::json to_json() const;
+    static CheckpointPublished from_json(const nlohmann::json& j);
+    bool operator==(const CheckpointPublished&) const = default;
+};
+
+// A rank ends the job on purpose and asks for a tier with its exit code (contract.hpp: 75, 76,
+// 77); sent and flushed just before it _exits with that code.
+struct EndingJob {
+    static constexpr char kEvent[] = "ending_job";
+    int exit_code = 0;
+    std::int32_t pid = 0;
+    std::string why;             // for people: what happened (at most 2000 bytes are sent)
+    nlohmann::json to_json() const;
+    static EndingJob from_json(const nlohmann::json& j);
+    bool operator==(const EndingJob&) const = default;
+};
+
+// A rank noticed a failure through an MPI error (its first one in a step).
+struct MpiErrorSeen {
+    static constexpr char kEvent[] = "mpi_error";
+    std::int32_t pid = 0;
+    int error_class = 0;
+    std::string operation;
+    nlohmann::json to_json() const;
+    static MpiErrorSeen from_json(const nlohmann::json& j);
+    bool operator==(const MpiErrorSeen&) const = default;
+};
+
+// A hot spare was released at the end of the job (it leaves; not a failure).
+struct SpareReleased {
+    static constexpr char kEvent[] = "spare_released";
+    std::int32_t pid = 0;
+    nlohmann::json to_json() const;
+    static SpareReleased from_json(const nlohmann::json& j);
+    bool operator==(const SpareReleased&) const = default;
+};
+
+// An in-job recovery (tier 1, or 3 from HDF5 in-job) or the ranks' side of a warm relaunch
+// (replacement "relaunch"), from role 0 after the first step that followed it.
+struct Recovery {
+    static constexpr char kEvent[] = "recovery";
+    int tier = 1;
+    int epoch = 0;
+    std::vector<std::string> failed_roles;
+    std::string replacement;     // hot | spawned | hot+spawned | none | relaunch
+    std::int64_t recovery_version = 0;
+    std::int64_t resume_step = 0;
+    std::int64_t steps_replayed = 0;
+    std::int64_t bytes_restored_per_replacement = 0;
+    PhasesMs phases_ms;          // role 0's
+    double total_ms = 0;
+    std::map<std::string, PhasesMs> phases_ms_by_role;
+    PhasesMs phases_ms_max;      // per phase, the slowest rank's
+    std::string slowest_role;
+    PhasesMs phases_ms_slowest;
+    std::int64_t failure_noticed_unix_us = 0;
+    std::int64_t back_in_loop_unix_us = 0;
+    double first_step_ms = 0;
+    std::optional<double> notice_to_loop_ms;
+    nlohmann::json to_json() const;
+    static Recovery from_json(const nlohmann::json& j);
+    bool operator==(const Recovery&) const = default;
+};
+
+// The leader's statistics at the end of the step loop (its arrival also says the loop ended).
+struct JobStats {
+    static constexpr char kEvent[] = "job_stats";
+    std::string role;
+    std::int64_t steps = 0;
+    double median_step_ms = 0;
+    double median_exposed_wait_ms = 0;
+    double total_exposed_wait_ms = 0;
+    bool protection = false;
+    std::int64_t state_bytes = 0;
+    std::int64_t shm_bytes = 0;
+    double snapshot_ms = 0;
+    std::int64_t snapshot_copied_bytes = 0;
+    std::int64_t snapshot_sent_bytes = 0;
+    std::int64_t snapshots = 0;
+    double snapshot_mean_ms = 0;
+    double snapshot_cpu_ms = 0;
+    double snapshot_copy_GBps = 0;
+    double snapshot_copy_cpu_GBps = 0;
+    double replication_GBps = 0;
+    double replication_oncpu_GBps = 0;  // without the protection thread's wait for a core
+    double sender_touched_per_byte = 0;  // the pipeline's passes (copy, hash)
+    double sender_touched_incl_send_per_byte = 0;  // and the transport's read of what is sent
+    double holder_touched_per_byte = 0;
+    double hashed_in_cache_per_byte = 0;
+    nlohmann::json to_json() const;
+    static JobStats from_json(const nlohmann::json& j);
+    bool operator==(const JobStats&) const = default;
+};
+
+// Checks a record whose "event" names one of the records above (throws RecordError naming the
+// event and field: a wrong type, a missing field, an unknown "v"). Records of other names (a
+// trainer's own events) are not checked here.
+void validate(const nlohmann::json& record);
+// true: "event" names one of the records above.
+bool is_typed(std::string_view event);
+
+// "flashrec-event: {json}": the record on one line of stderr, for runs without a launcher
+// (tools/frlib.py reads these lines; the launcher never does: it gets the record itself).
+inline constexpr std::string_view kLinePrefix = "flashrec-event: ";
+std::string event_line(const nlohmann::json& record);
+
+}  // namespace flashrec::ft::records

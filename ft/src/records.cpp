@@ -1,0 +1,299 @@
+#include "flashrec/ft/records.hpp"
+
+#include <cmath>
+
+namespace flashrec::ft::records {
+
+using json = nlohmann::json;
+
+RecordError::RecordError(std::string event, std::string field, const std::string& problem)
+    : Error("record '" + event + "'" + (field.empty() ? std::string() : ", field '" + field + "'") + ": " + problem),
+      event_(std::move(event)),
+      field_(std::move(field)) {}
+
+namespace {
+
+// Reads one record's fields, each checked for presence and type; the first problem throws.
+class Reader {
+public:
+    Reader(const json& j, const char* event) : j_(j), event_(event) {
+        if (!j.is_object()) throw RecordError(event_, "", "not a JSON object");
+        const auto v = j.find("v");
+        if (v == j.end()) throw RecordError(event_, "v", "missing (the record version)");
+        if (!v->is_number_integer() || v->get<std::int64_t>() != kVersion)
+            throw RecordError(event_, "v", "version " + v->dump() + " is not the one this flashrec reads (" +
+                                               std::to_string(kVersion) + ")");
+    }
+    const json& at(const char* field) const {
+        const auto it = j_.find(field);
+        if (it == j_.end()) throw RecordError(event_, field, "missing");
+        return *it;
+    }
+    bool has(const char* field) const { return j_.contains(field) && !j_.at(field).is_null(); }
+    std::int64_t integer(const char* field) const {
+        const json& f = at(field);
+        if (!f.is_number_integer()) throw RecordError(event_, field, "expected an integer, got " + f.dump());
+        return f.get<std::int64_t>();
+    }
+    int int32(const char* field) const {
+        const std::int64_t v = integer(field);
+        if (v < INT32_MIN || v > INT32_MAX) throw RecordError(event_, field, "out of range: " + std::to_string(v));
+        return static_cast<int>(v);
+    }
+    double number(const char* field) const {
+        const json& f = at(field);
+        if (!f.is_number()) throw RecordError(event_, field, "expected a number, got " + f.dump());
+        return f.get<double>();
+    }
+    std::optional<double> optional_number(const char* field) const {
+        return has(field) ? std::optional<double>(number(field)) : std::nullopt;
+    }
+    bool boolean(const char* field) const {
+        const json& f = at(field);
+        if (!f.is_boolean()) throw RecordError(event_, field, "expected true or false, got " + f.dump());
+        return f.get<bool>();
+    }
+    std::string string(const char* field) const {
+        const json& f = at(field);
+        if (!f.is_string()) throw RecordError(event_, field, "expected a string, got " + f.dump());
+        return f.get<std::string>();
+    }
+    std::vector<std::string> strings(const char* field) const {
+        const json& f = at(field);
+        if (!f.is_array()) throw RecordError(event_, field, "expected an array of strings, got " + f.dump());
+        std::vector<std::string> out;
+        for (const auto& e : f) {
+            if (!e.is_string()) throw RecordError(event_, field, "expected an array of strings, got " + f.dump());
+            out.push_back(e.get<std::string>());
+        }
+        return out;
+    }
+    PhasesMs phases(const json& f, const std::string& field) const {
+        if (!f.is_object()) throw RecordError(event_, field, "expected an object of phase: ms, got " + f.dump());
+        PhasesMs out;
+        for (const auto& [name, ms] : f.items()) {
+            if (!ms.is_number()) throw RecordError(event_, field + "." + name, "expected a number, got " + ms.dump());
+            out[name] = ms.get<double>();
+        }
+        return out;
+    }
+    PhasesMs phases(const char* field) const { return phases(at(field), field); }
+
+private:
+    const json& j_;
+    std::string event_;
+};
+
+json head(const char* event) { return json{{"event", event}, {"v", kVersion}}; }
+
+}  // namespace
+
+json Step::to_json() const {
+    json j = head(kEvent);
+    j["step"] = step;
+    j["loss"] = loss && std::isfinite(*loss) ? json(*loss) : json(nullptr);
+    return j;
+}
+Step Step::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.integer("step"), r.optional_number("loss")};
+}
+
+json FaultInjected::to_json() const {
+    json j = head(kEvent);
+    j.update({{"fault", fault}, {"pid", pid}, {"unix_us", unix_us}, {"action", action}, {"step", step}, {"phase", phase}});
+    if (action == "exit") j["exit_code"] = exit_code;
+    return j;
+}
+FaultInjected FaultInjected::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    FaultInjected f;
+    f.fault = r.string("fault");
+    f.pid = r.int32("pid");
+    f.unix_us = r.integer("unix_us");
+    f.action = r.string("action");
+    if (f.action != "kill" && f.action != "exit" && f.action != "stop")
+        throw RecordError(kEvent, "action", "expected kill, exit or stop, got '" + f.action + "'");
+    if (f.action == "exit") f.exit_code = r.int32("exit_code");
+    f.step = r.integer("step");
+    f.phase = r.string("phase");
+    return f;
+}
+
+json CheckpointPublished::to_json() const {
+    json j = head(kEvent);
+    j.update({{"step", step}, {"path", path}, {"files", files}, {"bytes", bytes}, {"seconds", seconds}});
+    return j;
+}
+CheckpointPublished CheckpointPublished::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.integer("step"), r.string("path"), r.integer("files"), r.integer("bytes"), r.number("seconds")};
+}
+
+json EndingJob::to_json() const {
+    json j = head(kEvent);
+    j.update({{"exit_code", exit_code}, {"pid", pid}, {"why", why.substr(0, 2000)}});
+    return j;
+}
+EndingJob EndingJob::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.int32("exit_code"), r.int32("pid"), r.string("why")};
+}
+
+json MpiErrorSeen::to_json() const {
+    json j = head(kEvent);
+    j.update({{"pid", pid}, {"error_class", error_class}, {"operation", operation}});
+    return j;
+}
+MpiErrorSeen MpiErrorSeen::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.int32("pid"), r.int32("error_class"), r.string("operation")};
+}
+
+json SpareReleased::to_json() const {
+    json j = head(kEvent);
+    j["pid"] = pid;
+    return j;
+}
+SpareReleased SpareReleased::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.int32("pid")};
+}
+
+json Recovery::to_json() const {
+    json j = head(kEvent);
+    json by_role = json::object();
+    for (const auto& [role, phases] : phases_ms_by_role) by_role[role] = phases;
+    j.update({{"tier", tier},
+              {"epoch", epoch},
+              {"failed_roles", failed_roles},
+              {"replacement", replacement},
+              {"recovery_version", recovery_version},
+              {"resume_step", resume_step},
+              {"steps_replayed", steps_replayed},
+              {"bytes_restored_per_replacement", bytes_restored_per_replacement},
+              {"phases_ms", phases_ms},
+              {"total_ms", total_ms},
+              {"phases_ms_by_role", by_role},
+              {"phases_ms_max", phases_ms_max},
+              {"slowest_role", slowest_role},
+              {"phases_ms_slowest", phases_ms_slowest},
+              {"failure_noticed_unix_us", failure_noticed_unix_us},
+              {"back_in_loop_unix_us", back_in_loop_unix_us},
+              {"first_step_ms", first_step_ms}});
+    if (notice_to_loop_ms) j["notice_to_loop_ms"] = *notice_to_loop_ms;
+    return j;
+}
+Recovery Recovery::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    Recovery x;
+    x.tier = r.int32("tier");
+    x.epoch = r.int32("epoch");
+    x.failed_roles = r.strings("failed_roles");
+    x.replacement = r.string("replacement");
+    x.recovery_version = r.integer("recovery_version");
+    x.resume_step = r.integer("resume_step");
+    x.steps_replayed = r.integer("steps_replayed");
+    x.bytes_restored_per_replacement = r.integer("bytes_restored_per_replacement");
+    x.phases_ms = r.phases("phases_ms");
+    x.total_ms = r.number("total_ms");
+    const json& by_role = r.at("phases_ms_by_role");
+    if (!by_role.is_object())
+        throw RecordError(kEvent, "phases_ms_by_role", "expected an object of role: phases, got " + by_role.dump());
+    for (const auto& [role, phases] : by_role.items())
+        x.phases_ms_by_role[role] = r.phases(phases, "phases_ms_by_role." + role);
+    x.phases_ms_max = r.phases("phases_ms_max");
+    x.slowest_role = r.string("slowest_role");
+    x.phases_ms_slowest = r.phases("phases_ms_slowest");
+    x.failure_noticed_unix_us = r.integer("failure_noticed_unix_us");
+    x.back_in_loop_unix_us = r.integer("back_in_loop_unix_us");
+    x.first_step_ms = r.number("first_step_ms");
+    x.notice_to_loop_ms = r.optional_number("notice_to_loop_ms");
+    return x;
+}
+
+json JobStats::to_json() const {
+    json j = head(kEvent);
+    j.update({{"role", role},
+              {"steps", steps},
+              {"median_step_ms", median_step_ms},
+              {"median_exposed_wait_ms", median_exposed_wait_ms},
+              {"total_exposed_wait_ms", total_exposed_wait_ms},
+              {"protection", protection},
+              {"state_bytes", state_bytes},
+              {"shm_bytes", shm_bytes},
+              {"snapshot_ms", snapshot_ms},
+              {"snapshot_copied_bytes", snapshot_copied_bytes},
+              {"snapshot_sent_bytes", snapshot_sent_bytes},
+              {"snapshots", snapshots},
+              {"snapshot_mean_ms", snapshot_mean_ms},
+              {"snapshot_cpu_ms", snapshot_cpu_ms},
+              {"snapshot_copy_GBps", snapshot_copy_GBps},
+              {"snapshot_copy_cpu_GBps", snapshot_copy_cpu_GBps},
+              {"replication_GBps", replication_GBps},
+              {"replication_oncpu_GBps", replication_oncpu_GBps},
+              {"sender_touched_per_byte", sender_touched_per_byte},
+              {"sender_touched_incl_send_per_byte", sender_touched_incl_send_per_byte},
+              {"holder_touched_per_byte", holder_touched_per_byte},
+              {"hashed_in_cache_per_byte", hashed_in_cache_per_byte}});
+    return j;
+}
+JobStats JobStats::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    JobStats s;
+    s.role = r.string("role");
+    s.steps = r.integer("steps");
+    s.median_step_ms = r.number("median_step_ms");
+    s.median_exposed_wait_ms = r.number("median_exposed_wait_ms");
+    s.total_exposed_wait_ms = r.number("total_exposed_wait_ms");
+    s.protection = r.boolean("protection");
+    s.state_bytes = r.integer("state_bytes");
+    s.shm_bytes = r.integer("shm_bytes");
+    s.snapshot_ms = r.number("snapshot_ms");
+    s.snapshot_copied_bytes = r.integer("snapshot_copied_bytes");
+    s.snapshot_sent_bytes = r.integer("snapshot_sent_bytes");
+    s.snapshots = r.integer("snapshots");
+    s.snapshot_mean_ms = r.number("snapshot_mean_ms");
+    s.snapshot_cpu_ms = r.number("snapshot_cpu_ms");
+    s.snapshot_copy_GBps = r.number("snapshot_copy_GBps");
+    s.snapshot_copy_cpu_GBps = r.number("snapshot_copy_cpu_GBps");
+    s.replication_GBps = r.number("replication_GBps");
+    s.replication_oncpu_GBps = r.number("replication_oncpu_GBps");
+    s.sender_touched_per_byte = r.number("sender_touched_per_byte");
+    s.sender_touched_incl_send_per_byte = r.number("sender_touched_incl_send_per_byte");
+    s.holder_touched_per_byte = r.number("holder_touched_per_byte");
+    s.hashed_in_cache_per_byte = r.number("hashed_in_cache_per_byte");
+    return s;
+}
+
+namespace {
+template <typename R>
+bool check_if(const json& record, std::string_view name) {
+    if (name != R::kEvent) return false;
+    (void)R::from_json(record);
+    return true;
+}
+}  // namespace
+
+bool is_typed(std::string_view e) {
+    return e == Step::kEvent || e == FaultInjected::kEvent || e == CheckpointPublished::kEvent ||
+           e == EndingJob::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
+           e == Recovery::kEvent || e == JobStats::kEvent;
+}
+
+void validate(const json& record) {
+    if (!record.is_object()) throw RecordError("?", "", "not a JSON object");
+    const auto e = record.find("event");
+    if (e == record.end() || !e->is_string()) throw RecordError("?", "event", "missing or not a string");
+    const std::string name = e->get<std::string>();
+    (void)(check_if<Step>(record, name) || check_if<FaultInjected>(record, name) ||
+           check_if<CheckpointPublished>(record, name) || check_if<EndingJob>(record, name) ||
+           check_if<MpiErrorSeen>(record, name) || check_if<SpareReleased>(record, name) ||
+           check_if<Recovery>(record, name) || check_if<JobStats>(record, name));
+}
+
+std::string event_line(const json& record) {
+    return std::string(kLinePrefix) + record.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace flashrec::ft::records
