@@ -30,7 +30,8 @@ hits both alike. Every row prints
   - for the CPU-bound step two lower bounds for the ratio, serial with the step (the ranks'
     compute fills both cores): the issue's (one copy of the state at memcpy speed + one send of
     the payload at p2p speed) and the transport's (the copy at the both-ranks memcpy speed +
-    the payload at the both-ways exchange speed), with the measured ratio over each.
+    the payload at the both-ways exchange speed, times the ranks that share a core), with the
+    measured ratio over each.
 Role 0's figures (job_stats); on this VM every rank runs the same work.
 """
 import argparse
@@ -81,9 +82,60 @@ def med(runs, key):
     return statistics.median(r.get(key, float("nan")) for r in runs)
 
 
+def derive(r, payload, cores):
+    """The bounds and shares of a row (also recomputed by --from-json)."""
+    state, off, cpu = r["state_bytes_per_rank"], r["step_ms_off"], r["device_ms"] == 0
+    r["payload_bytes_per_rank"], r["cores"] = payload, cores
+    # The issue's lower bound: one copy of the state at memcpy speed + one send of the payload
+    # at p2p speed, in series with the step.
+    floor_ms = state / (r["memcpy_GBps"] * 1e9) * 1e3 + payload / (r["mpi_p2p_GBps"] * 1e9) * 1e3
+    # The transport's bound: the copy while both ranks copy, the payload at the both-ways speed
+    # (each core sends and receives a payload), times the ranks that share a core (their steps
+    # are already time-shared in `off`; each of their snapshots adds to that core's work).
+    per_core = max(1.0, r["ranks"] / cores)
+    transport_floor_ms = per_core * (state / (r["memcpy_both_GBps"] * 1e9) * 1e3 +
+                                     payload / (r["mpi_exchange_GBps"] * 1e9) * 1e3)
+    r["snapshot_floor_ms"] = floor_ms
+    r["transport_floor_ms"] = transport_floor_ms
+    r["cpu_ratio_bound"] = (off + floor_ms) / off if cpu else None
+    r["ratio_over_bound"] = r["ratio"] / r["cpu_ratio_bound"] if cpu else None
+    r["transport_ratio_bound"] = (off + transport_floor_ms) / off if cpu else None
+    r["ratio_over_transport_bound"] = r["ratio"] / r["transport_ratio_bound"] if cpu else None
+    r["snapshot_share_of_memcpy"] = r["snapshot_GBps"] / r["memcpy_GBps"]
+    r["snapshot_cpu_share_of_memcpy"] = r["snapshot_cpu_GBps"] / r["memcpy_GBps"]
+    r["snapshot_cpu_share_of_memcpy_both"] = r["snapshot_cpu_GBps"] / r["memcpy_both_GBps"]
+    r["replication_share_of_p2p"] = r["replication_GBps"] / r["mpi_p2p_GBps"]
+    r["replication_oncpu_share_of_p2p"] = r["replication_oncpu_GBps"] / r["mpi_p2p_GBps"]
+    r["replication_oncpu_share_of_exchange"] = r["replication_oncpu_GBps"] / r["mpi_exchange_GBps"]
+
+
+def print_table(rows):
+    print()
+    print("| ranks | sharded MiB | step | off (ms) | on (ms) | ratio | issue's bound | ratio/bound "
+          "| transport bound | ratio/transport bound | exposed wait (ms) | prot. CPU ms/step "
+          "| passes/byte sender (incl. send) | passes/byte holder "
+          "| snapshot GB/s on CPU clock (% memcpy alone / both) "
+          "| replication GB/s wall | replication GB/s on CPU (% p2p / % exchange) "
+          "| memcpy alone / both GB/s | MPI p2p / exchange GB/s |")
+    print("|" + "---|" * 19)
+    for r in rows:
+        cpu = r["device_ms"] == 0
+        bound = (f"{r['cpu_ratio_bound']:.3f} | {r['ratio_over_bound']:.3f} | {r['transport_ratio_bound']:.3f} | "
+                 f"{r['ratio_over_transport_bound']:.3f}") if cpu else "- | - | - | -"
+        print(f"| {r['ranks']} | {r['sharded_state_mib']} | {r['step']} | {r['step_ms_off']:.2f} | {r['step_ms_on']:.2f} | "
+              f"{r['ratio']:.3f} | {bound} | {r['exposed_wait_ms']:.2f} | {r['protection_cpu_ms']:.1f} | "
+              f"{r['sender_touched_per_byte']:.2f} ({r['sender_touched_incl_send_per_byte']:.2f}) | "
+              f"{r['holder_touched_per_byte']:.2f} | "
+              f"{r['snapshot_cpu_GBps']:.2f} ({100 * r['snapshot_cpu_share_of_memcpy']:.0f} / "
+              f"{100 * r['snapshot_cpu_share_of_memcpy_both']:.0f} %) | {r['replication_GBps']:.2f} | "
+              f"{r['replication_oncpu_GBps']:.2f} ({100 * r['replication_oncpu_share_of_p2p']:.0f} / "
+              f"{100 * r['replication_oncpu_share_of_exchange']:.0f} %) | "
+              f"{r['memcpy_GBps']:.2f} / {r['memcpy_both_GBps']:.2f} | {r['mpi_p2p_GBps']:.2f} / {r['mpi_exchange_GBps']:.2f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
+    ap.add_argument("--build", help="build directory (required unless --from-json)")
     ap.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--state-mib", type=int, nargs="+", default=[8, 256])
     ap.add_argument("--device-ms", type=int, nargs="+", default=[0],
@@ -94,7 +146,22 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json")
+    ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json again "
+                    "(bounds and shares recomputed) and run nothing")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            rows = json.load(f)
+        for r in rows:
+            # Runs before payload_bytes_per_rank was stored: the pipeline's counters give it
+            # (sent bytes per copied byte = passes including the send minus the pipeline's).
+            sent_share = r["sender_touched_incl_send_per_byte"] - r["sender_touched_per_byte"]
+            derive(r, r.get("payload_bytes_per_rank", round(sent_share * r["state_bytes_per_rank"])),
+                   r.get("cores", os.cpu_count() or 1))
+        print_table(rows)
+        return
+    if not a.build:
+        ap.error("--build is required")
     extra = ""
     if a.chunk_bytes:
         extra += f", chunk_bytes: {a.chunk_bytes}"
@@ -139,26 +206,9 @@ def main():
                         "replication_oncpu_GBps": med(on_runs, "replication_oncpu_GBps"),
                         "memcpy_GBps": copy_gbps, "mpi_p2p_GBps": p2p_gbps,
                         "memcpy_both_GBps": copy_both_gbps, "mpi_exchange_GBps": exchange_gbps}
-                    # Lower bound: one copy of the state at memcpy speed + one send of the
-                    # payload at p2p speed, in series with the step.
-                    floor_ms = state / (copy_gbps * 1e9) * 1e3 + payload / (p2p_gbps * 1e9) * 1e3
-                    # The transport's bound: the copy while both ranks copy, the payload at the
-                    # both-ways speed (each core sends and receives a payload).
-                    transport_floor_ms = (state / (copy_both_gbps * 1e9) * 1e3 +
-                                          payload / (exchange_gbps * 1e9) * 1e3)
+                    derive(r, payload, os.cpu_count() or 1)
                     cpu = device_ms == 0
-                    r["snapshot_floor_ms"] = floor_ms
-                    r["transport_floor_ms"] = transport_floor_ms
-                    r["cpu_ratio_bound"] = (off + floor_ms) / off if cpu else None
-                    r["ratio_over_bound"] = r["ratio"] / r["cpu_ratio_bound"] if cpu else None
-                    r["transport_ratio_bound"] = (off + transport_floor_ms) / off if cpu else None
-                    r["ratio_over_transport_bound"] = r["ratio"] / r["transport_ratio_bound"] if cpu else None
-                    r["snapshot_share_of_memcpy"] = r["snapshot_GBps"] / copy_gbps
-                    r["snapshot_cpu_share_of_memcpy"] = r["snapshot_cpu_GBps"] / copy_gbps
-                    r["snapshot_cpu_share_of_memcpy_both"] = r["snapshot_cpu_GBps"] / copy_both_gbps
-                    r["replication_share_of_p2p"] = r["replication_GBps"] / p2p_gbps
-                    r["replication_oncpu_share_of_p2p"] = r["replication_oncpu_GBps"] / p2p_gbps
-                    r["replication_oncpu_share_of_exchange"] = r["replication_oncpu_GBps"] / exchange_gbps
+                    floor_ms = r["snapshot_floor_ms"]
                     rows.append(r)
                     bound = (f", bound {r['cpu_ratio_bound']:.3f} (measured/bound {r['ratio_over_bound']:.3f}), "
                              f"transport bound {r['transport_ratio_bound']:.3f} "
@@ -172,27 +222,7 @@ def main():
                           f"(memcpy {copy_gbps:.2f} / both {copy_both_gbps:.2f}, MPI p2p {p2p_gbps:.2f} / "
                           f"exchange {exchange_gbps:.2f})",
                           flush=True)
-    print()
-    print("| ranks | sharded MiB | step | off (ms) | on (ms) | ratio | issue's bound | ratio/bound "
-          "| transport bound | ratio/transport bound | exposed wait (ms) | prot. CPU ms/step "
-          "| passes/byte sender (incl. send) | passes/byte holder "
-          "| snapshot GB/s on CPU clock (% memcpy alone / both) "
-          "| replication GB/s wall | replication GB/s on CPU (% p2p / % exchange) "
-          "| memcpy alone / both GB/s | MPI p2p / exchange GB/s |")
-    print("|" + "---|" * 19)
-    for r in rows:
-        cpu = r["device_ms"] == 0
-        bound = (f"{r['cpu_ratio_bound']:.3f} | {r['ratio_over_bound']:.3f} | {r['transport_ratio_bound']:.3f} | "
-                 f"{r['ratio_over_transport_bound']:.3f}") if cpu else "- | - | - | -"
-        print(f"| {r['ranks']} | {r['sharded_state_mib']} | {r['step']} | {r['step_ms_off']:.2f} | {r['step_ms_on']:.2f} | "
-              f"{r['ratio']:.3f} | {bound} | {r['exposed_wait_ms']:.2f} | {r['protection_cpu_ms']:.1f} | "
-              f"{r['sender_touched_per_byte']:.2f} ({r['sender_touched_incl_send_per_byte']:.2f}) | "
-              f"{r['holder_touched_per_byte']:.2f} | "
-              f"{r['snapshot_cpu_GBps']:.2f} ({100 * r['snapshot_cpu_share_of_memcpy']:.0f} / "
-              f"{100 * r['snapshot_cpu_share_of_memcpy_both']:.0f} %) | {r['replication_GBps']:.2f} | "
-              f"{r['replication_oncpu_GBps']:.2f} ({100 * r['replication_oncpu_share_of_p2p']:.0f} / "
-              f"{100 * r['replication_oncpu_share_of_exchange']:.0f} %) | "
-              f"{r['memcpy_GBps']:.2f} / {r['memcpy_both_GBps']:.2f} | {r['mpi_p2p_GBps']:.2f} / {r['mpi_exchange_GBps']:.2f} |")
+    print_table(rows)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
