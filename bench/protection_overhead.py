@@ -14,17 +14,24 @@ hits both alike. Every row prints
   - the median step time off and on, and their ratio;
   - the exposed wait at the sync point (median per step);
   - the protection thread's CPU time per snapshot (CLOCK_THREAD_CPUTIME_ID);
-  - bytes touched per protected byte on the sender and per held byte on the holder, counted
-    by the pipeline itself (flashrec::ft::SnapshotTiming), and the part hashed from cache;
-  - local snapshot throughput (own state / copy+hash wall time, and / its time on the
-    protection thread's CPU clock, i.e. without the time the nice thread waited for a core)
-    and replication throughput (sent bytes / first send -> last transfer done, wall), means
-    over every snapshot of the run;
-  - memcpy and MPI point-to-point bandwidth of the same size, measured in the same run
-    (bench_bandwidth), and the snapshot / replication throughput as a share of them;
-  - for the CPU-bound step, a lower bound for the ratio: the step plus one copy of the state
-    at memcpy speed plus one send of the payload at p2p speed, serial with the step (both
-    cores are busy with the ranks' compute), and the measured ratio over that bound.
+  - memory passes per protected byte, counted by the pipeline itself (SnapshotTiming): on the
+    sender the pipeline's own (copy read + write, hashes from memory), then the same including
+    the transport's read of the payload it sends; on the holder per held byte (MPI's write);
+  - local snapshot throughput: own state / copy+hash time on the protection thread's CPU clock
+    (without the time the nice thread waited for a core; wall-clock figure in the JSON);
+  - replication throughput: sent bytes / (first send -> last transfer done), on the wall clock,
+    and the same without the time the protection thread waited for a core in that window
+    (schedstat run_delay: on a 2-core box with the ranks computing, the nice thread is runnable
+    but not running for most of it); means over every snapshot of the run;
+  - references from the same run (bench_bandwidth, 2 ranks): memcpy by one rank alone and by
+    both at once (per rank: the ranks' snapshot threads copy at the same time), MPI point-to-
+    point one way (the issue's reference) and both ways at once (per direction: a ring rank
+    sends its payload and receives its predecessor's, and over TCP loopback its core pays both);
+  - for the CPU-bound step two lower bounds for the ratio, serial with the step (the ranks'
+    compute fills both cores): the issue's (one copy of the state at memcpy speed + one send of
+    the payload at p2p speed) and the transport's (the copy at the both-ranks memcpy speed +
+    the payload at the both-ways exchange speed, times the ranks that share a core), with the
+    measured ratio over each.
 Role 0's figures (job_stats); on this VM every rank runs the same work.
 """
 import argparse
@@ -66,17 +73,69 @@ def bandwidth(build, nbytes):
     out = subprocess.run([os.path.join(TOOLS, "fr-mpirun"), "-n", "2",
                           os.path.join(build, "bench", "bench_bandwidth"), str(nbytes)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
-    m = re.search(r"memcpy_GBps=([0-9.]+) mpi_p2p_GBps=([0-9.]+)", out)
-    return (float(m.group(1)), float(m.group(2))) if m else (float("nan"), float("nan"))
+    m = re.search(r"memcpy_GBps=([0-9.]+) mpi_p2p_GBps=([0-9.]+) memcpy_both_GBps=([0-9.]+) "
+                  r"mpi_exchange_GBps=([0-9.]+)", out)
+    return tuple(float(g) for g in m.groups()) if m else (float("nan"),) * 4
 
 
 def med(runs, key):
     return statistics.median(r.get(key, float("nan")) for r in runs)
 
 
+def derive(r, payload, cores):
+    """The bounds and shares of a row (also recomputed by --from-json)."""
+    state, off, cpu = r["state_bytes_per_rank"], r["step_ms_off"], r["device_ms"] == 0
+    r["payload_bytes_per_rank"], r["cores"] = payload, cores
+    # The issue's lower bound: one copy of the state at memcpy speed + one send of the payload
+    # at p2p speed, in series with the step.
+    floor_ms = state / (r["memcpy_GBps"] * 1e9) * 1e3 + payload / (r["mpi_p2p_GBps"] * 1e9) * 1e3
+    # The transport's bound: the copy while both ranks copy, the payload at the both-ways speed
+    # (each core sends and receives a payload), times the ranks that share a core (their steps
+    # are already time-shared in `off`; each of their snapshots adds to that core's work).
+    per_core = max(1.0, r["ranks"] / cores)
+    transport_floor_ms = per_core * (state / (r["memcpy_both_GBps"] * 1e9) * 1e3 +
+                                     payload / (r["mpi_exchange_GBps"] * 1e9) * 1e3)
+    r["snapshot_floor_ms"] = floor_ms
+    r["transport_floor_ms"] = transport_floor_ms
+    r["cpu_ratio_bound"] = (off + floor_ms) / off if cpu else None
+    r["ratio_over_bound"] = r["ratio"] / r["cpu_ratio_bound"] if cpu else None
+    r["transport_ratio_bound"] = (off + transport_floor_ms) / off if cpu else None
+    r["ratio_over_transport_bound"] = r["ratio"] / r["transport_ratio_bound"] if cpu else None
+    r["snapshot_share_of_memcpy"] = r["snapshot_GBps"] / r["memcpy_GBps"]
+    r["snapshot_cpu_share_of_memcpy"] = r["snapshot_cpu_GBps"] / r["memcpy_GBps"]
+    r["snapshot_cpu_share_of_memcpy_both"] = r["snapshot_cpu_GBps"] / r["memcpy_both_GBps"]
+    r["replication_share_of_p2p"] = r["replication_GBps"] / r["mpi_p2p_GBps"]
+    r["replication_oncpu_share_of_p2p"] = r["replication_oncpu_GBps"] / r["mpi_p2p_GBps"]
+    r["replication_oncpu_share_of_exchange"] = r["replication_oncpu_GBps"] / r["mpi_exchange_GBps"]
+
+
+def print_table(rows):
+    print()
+    print("| ranks | sharded MiB | step | off (ms) | on (ms) | ratio | issue's bound | ratio/bound "
+          "| transport bound | ratio/transport bound | exposed wait (ms) | prot. CPU ms/step "
+          "| passes/byte sender (incl. send) | passes/byte holder "
+          "| snapshot GB/s on CPU clock (% memcpy alone / both) "
+          "| replication GB/s wall | replication GB/s on CPU (% p2p / % exchange) "
+          "| memcpy alone / both GB/s | MPI p2p / exchange GB/s |")
+    print("|" + "---|" * 19)
+    for r in rows:
+        cpu = r["device_ms"] == 0
+        bound = (f"{r['cpu_ratio_bound']:.3f} | {r['ratio_over_bound']:.3f} | {r['transport_ratio_bound']:.3f} | "
+                 f"{r['ratio_over_transport_bound']:.3f}") if cpu else "- | - | - | -"
+        print(f"| {r['ranks']} | {r['sharded_state_mib']} | {r['step']} | {r['step_ms_off']:.2f} | {r['step_ms_on']:.2f} | "
+              f"{r['ratio']:.3f} | {bound} | {r['exposed_wait_ms']:.2f} | {r['protection_cpu_ms']:.1f} | "
+              f"{r['sender_touched_per_byte']:.2f} ({r['sender_touched_incl_send_per_byte']:.2f}) | "
+              f"{r['holder_touched_per_byte']:.2f} | "
+              f"{r['snapshot_cpu_GBps']:.2f} ({100 * r['snapshot_cpu_share_of_memcpy']:.0f} / "
+              f"{100 * r['snapshot_cpu_share_of_memcpy_both']:.0f} %) | {r['replication_GBps']:.2f} | "
+              f"{r['replication_oncpu_GBps']:.2f} ({100 * r['replication_oncpu_share_of_p2p']:.0f} / "
+              f"{100 * r['replication_oncpu_share_of_exchange']:.0f} %) | "
+              f"{r['memcpy_GBps']:.2f} / {r['memcpy_both_GBps']:.2f} | {r['mpi_p2p_GBps']:.2f} / {r['mpi_exchange_GBps']:.2f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
+    ap.add_argument("--build", help="build directory (required unless --from-json)")
     ap.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--state-mib", type=int, nargs="+", default=[8, 256])
     ap.add_argument("--device-ms", type=int, nargs="+", default=[0],
@@ -87,7 +146,22 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json")
+    ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json again "
+                    "(bounds and shares recomputed) and run nothing")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            rows = json.load(f)
+        for r in rows:
+            # Runs before payload_bytes_per_rank was stored: the pipeline's counters give it
+            # (sent bytes per copied byte = passes including the send minus the pipeline's).
+            sent_share = r["sender_touched_incl_send_per_byte"] - r["sender_touched_per_byte"]
+            derive(r, r.get("payload_bytes_per_rank", round(sent_share * r["state_bytes_per_rank"])),
+                   r.get("cores", os.cpu_count() or 1))
+        print_table(rows)
+        return
+    if not a.build:
+        ap.error("--build is required")
     extra = ""
     if a.chunk_bytes:
         extra += f", chunk_bytes: {a.chunk_bytes}"
@@ -97,7 +171,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in a.ranks:
             for mib in a.state_mib:
-                copy_gbps, p2p_gbps = bandwidth(a.build, mib << 20)
+                copy_gbps, p2p_gbps, copy_both_gbps, exchange_gbps = bandwidth(a.build, mib << 20)
                 for device_ms in a.device_ms:
                     paths = {}
                     for protected in (False, True):
@@ -123,44 +197,32 @@ def main():
                         "snapshot_ms": med(on_runs, "snapshot_mean_ms"),
                         "protection_cpu_ms": med(on_runs, "snapshot_cpu_ms"),
                         "sender_touched_per_byte": med(on_runs, "sender_touched_per_byte"),
+                        "sender_touched_incl_send_per_byte": med(on_runs, "sender_touched_incl_send_per_byte"),
                         "holder_touched_per_byte": med(on_runs, "holder_touched_per_byte"),
                         "hashed_in_cache_per_byte": med(on_runs, "hashed_in_cache_per_byte"),
                         "snapshot_GBps": med(on_runs, "snapshot_copy_GBps"),
                         "snapshot_cpu_GBps": med(on_runs, "snapshot_copy_cpu_GBps"),
                         "replication_GBps": med(on_runs, "replication_GBps"),
-                        "memcpy_GBps": copy_gbps, "mpi_p2p_GBps": p2p_gbps}
-                    # Lower bound: one copy of the state at memcpy speed + one send of the
-                    # payload at p2p speed, in series with the step.
-                    floor_ms = state / (copy_gbps * 1e9) * 1e3 + payload / (p2p_gbps * 1e9) * 1e3
-                    r["snapshot_floor_ms"] = floor_ms
-                    r["cpu_ratio_bound"] = (off + floor_ms) / off if device_ms == 0 else None
-                    r["ratio_over_bound"] = r["ratio"] / r["cpu_ratio_bound"] if device_ms == 0 else None
-                    r["snapshot_share_of_memcpy"] = r["snapshot_GBps"] / copy_gbps
-                    r["snapshot_cpu_share_of_memcpy"] = r["snapshot_cpu_GBps"] / copy_gbps
-                    r["replication_share_of_p2p"] = r["replication_GBps"] / p2p_gbps
+                        "replication_oncpu_GBps": med(on_runs, "replication_oncpu_GBps"),
+                        "memcpy_GBps": copy_gbps, "mpi_p2p_GBps": p2p_gbps,
+                        "memcpy_both_GBps": copy_both_gbps, "mpi_exchange_GBps": exchange_gbps}
+                    derive(r, payload, os.cpu_count() or 1)
+                    cpu = device_ms == 0
+                    floor_ms = r["snapshot_floor_ms"]
                     rows.append(r)
-                    bound = (f", bound {r['cpu_ratio_bound']:.3f} (measured/bound {r['ratio_over_bound']:.3f})"
-                             if device_ms == 0 else f", step/floor {off / floor_ms:.1f}x")
+                    bound = (f", bound {r['cpu_ratio_bound']:.3f} (measured/bound {r['ratio_over_bound']:.3f}), "
+                             f"transport bound {r['transport_ratio_bound']:.3f} "
+                             f"(measured/bound {r['ratio_over_transport_bound']:.3f})"
+                             if cpu else f", step/floor {off / floor_ms:.1f}x")
                     print(f"ranks {ranks:2d} state {mib:4d} MiB {r['step']}: step {off:8.2f} ms off, {on:8.2f} ms on, "
                           f"ratio {r['ratio']:.3f}{bound}, exposed wait {r['exposed_wait_ms']:.2f} ms, "
                           f"protection CPU {r['protection_cpu_ms']:.1f} ms/step, touched {r['sender_touched_per_byte']:.2f}"
                           f"/{r['holder_touched_per_byte']:.2f} per byte, snapshot {r['snapshot_GBps']:.2f} GB/s, "
-                          f"replication {r['replication_GBps']:.2f} GB/s (memcpy {copy_gbps:.2f}, MPI p2p {p2p_gbps:.2f})",
+                          f"replication {r['replication_GBps']:.2f} GB/s wall, {r['replication_oncpu_GBps']:.2f} on CPU "
+                          f"(memcpy {copy_gbps:.2f} / both {copy_both_gbps:.2f}, MPI p2p {p2p_gbps:.2f} / "
+                          f"exchange {exchange_gbps:.2f})",
                           flush=True)
-    print()
-    print("| ranks | sharded MiB | step | off (ms) | on (ms) | ratio | CPU bound | ratio/bound | exposed wait (ms) "
-          "| prot. CPU ms/step | touched/byte sender | touched/byte holder | snapshot GB/s (% memcpy) "
-          "| snapshot GB/s on CPU clock (% memcpy) | replication GB/s (% p2p) | memcpy GB/s | MPI p2p GB/s |")
-    print("|" + "---|" * 17)
-    for r in rows:
-        bound = f"{r['cpu_ratio_bound']:.3f} | {r['ratio_over_bound']:.3f}" if r["device_ms"] == 0 else "- | -"
-        print(f"| {r['ranks']} | {r['sharded_state_mib']} | {r['step']} | {r['step_ms_off']:.2f} | {r['step_ms_on']:.2f} | "
-              f"{r['ratio']:.3f} | {bound} | {r['exposed_wait_ms']:.2f} | {r['protection_cpu_ms']:.1f} | "
-              f"{r['sender_touched_per_byte']:.2f} | {r['holder_touched_per_byte']:.2f} | "
-              f"{r['snapshot_GBps']:.2f} ({100 * r['snapshot_share_of_memcpy']:.0f} %) | "
-              f"{r['snapshot_cpu_GBps']:.2f} ({100 * r['snapshot_cpu_share_of_memcpy']:.0f} %) | "
-              f"{r['replication_GBps']:.2f} ({100 * r['replication_share_of_p2p']:.0f} %) | "
-              f"{r['memcpy_GBps']:.2f} | {r['mpi_p2p_GBps']:.2f} |")
+    print_table(rows)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -323,9 +323,10 @@ def plot_protection(plt, rows, path, label):
     ax.bar([x + w / 2 for x in xs], [r["step_ms_on"] for r in rows], w, label="protection on", color="#ff7f0e")
     for x, r in zip(xs, rows):
         ax.text(x + w / 2, r["step_ms_on"], f"x{r['ratio']:.3f}\nsnap {r['snapshot_ms']:.0f} ms",
-                ha="center", va="bottom", fontsize=7)
+                ha="center", va="bottom", fontsize=6)
     ax.set_xticks(xs)
-    ax.set_xticklabels([f"{r['ranks']} ranks\n{r['sharded_state_mib']} MiB/rank" for r in rows], fontsize=8)
+    ax.set_xticklabels([f"{r['ranks']} ranks\n{r['sharded_state_mib']} MiB/rank" +
+                        (f"\n{r['step']}" if "step" in r else "") for r in rows], fontsize=7)
     ax.set_ylabel("median step time (ms)")
     ax.set_title("step time with and without protection (ping-pong snapshot + ring replica)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string_view>
@@ -29,6 +30,17 @@ double thread_cpu_seconds() {
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+// Time this thread has spent runnable but waiting for a core (the kernel's schedstat run_delay),
+// in seconds; 0 where the kernel does not keep it.
+double thread_run_delay_seconds() {
+    std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+    if (!f) return 0;
+    unsigned long long on_cpu = 0, waited = 0;
+    const int got = std::fscanf(f, "%llu %llu", &on_cpu, &waited);
+    std::fclose(f);
+    return got == 2 ? static_cast<double>(waited) * 1e-9 : 0;
+}
+
 double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -42,6 +54,7 @@ void accumulate(SnapshotTiming& total, const SnapshotTiming& t) {
     total.copy_seconds += t.copy_seconds;
     total.copy_cpu_seconds += t.copy_cpu_seconds;
     total.replication_seconds += t.replication_seconds;
+    total.replication_run_delay_seconds += t.replication_run_delay_seconds;
     total.sender_touched_bytes += t.sender_touched_bytes;
     total.holder_touched_bytes += t.holder_touched_bytes;
     total.hashed_in_cache_bytes += t.hashed_in_cache_bytes;
@@ -214,8 +227,16 @@ void Protection::abort() noexcept {
 void Protection::worker() {
     // Linux nice values are per thread: this lowers only the protection thread. Best effort:
     // a container that forbids it leaves the thread at the trainer's priority.
-    if (setup_.thread_nice > 0)
-        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), setup_.thread_nice);
+    // After a repair (stores opened here) the first snapshot runs at the trainer's priority:
+    // every rank waits for it at the first sync point (it makes a replacement's stores and
+    // copies), so there is no step to stay out of the way of.
+    bool lowered = false;
+    const auto lower = [&] {
+        if (!lowered && setup_.thread_nice > 0)
+            (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), setup_.thread_nice);
+        lowered = true;
+    };
+    if (!setup_.open_new_stores_in_background) lower();
     for (;;) {
         std::int64_t step = 0, epoch = 0;
         SnapshotScope scope;
@@ -239,6 +260,7 @@ void Protection::worker() {
             cv_.notify_all();
             return;
         }
+        lower();
         std::lock_guard lock(mutex_);
         pending_ = false;
         cv_.notify_all();
@@ -282,6 +304,11 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
     const double cpu_start = thread_cpu_seconds();
     SnapshotTiming timing;
     Clock::time_point first_send{};
+    double first_send_run_delay = 0;
+    const auto mark_first_send = [&] {
+        first_send = Clock::now();
+        first_send_run_delay = thread_run_delay_seconds();
+    };
     const std::size_t chunk = setup_.chunk_bytes;
     Transfers transfers(comm_);
 
@@ -379,7 +406,10 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
             backoff.reset();
             on_completed(done);
         }
-        if (timing.sent_bytes > 0) timing.replication_seconds = seconds_since(first_send);
+        if (timing.sent_bytes > 0) {
+            timing.replication_seconds = seconds_since(first_send);
+            timing.replication_run_delay_seconds = thread_run_delay_seconds() - first_send_run_delay;
+        }
         if (aborted_)
             throw CommRevoked(MPIX_ERR_REVOKED, MPIX_ERR_REVOKED, "replication", comm_.name(),
                               world_rank(), "cancelled by a failure elsewhere");
@@ -437,12 +467,11 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
                 const auto bytes = have.buffers[b].bytes;
                 for (std::size_t off = 0; off < bytes.size(); off += chunk)
                     for (const RingPeer* succ : receivers) {
-                        if (timing.sent_bytes == 0) first_send = Clock::now();
+                        if (timing.sent_bytes == 0) mark_first_send();
                         const std::size_t n = std::min(chunk, bytes.size() - off);
                         transfers.send(bytes.data() + off, n, succ->rank, payload_tag[b]);
                         incoming.push_back({nullptr, 0, 0, 0});
-                        timing.sent_bytes += n;
-                        timing.sender_touched_bytes += n;
+                        timing.sent_bytes += n;  // MPI reads it: the transport's pass, not counted here
                     }
             }
         }
@@ -476,11 +505,10 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
                 std::byte* message = destinations[c.region].data() + p.message_offset;
                 const std::size_t bytes = c.offset + c.bytes - p.message_offset;
                 for (const RingPeer* succ : receivers) {
-                    if (timing.sent_bytes == 0) first_send = Clock::now();
+                    if (timing.sent_bytes == 0) mark_first_send();
                     transfers.send(message, bytes, succ->rank, payload_tag[c.region]);
                     incoming.push_back({nullptr, 0, 0, 0});
-                    timing.sent_bytes += bytes;
-                    timing.sender_touched_bytes += bytes;  // MPI reads the slot
+                    timing.sent_bytes += bytes;  // MPI reads the slot: the transport's pass (sent_bytes)
                 }
             }
             if (!transfers.done()) progress();

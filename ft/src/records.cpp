@@ -231,7 +231,9 @@ json JobStats::to_json() const {
               {"snapshot_copy_GBps", snapshot_copy_GBps},
               {"snapshot_copy_cpu_GBps", snapshot_copy_cpu_GBps},
               {"replication_GBps", replication_GBps},
+              {"replication_oncpu_GBps", replication_oncpu_GBps},
               {"sender_touched_per_byte", sender_touched_per_byte},
+              {"sender_touched_incl_send_per_byte", sender_touched_incl_send_per_byte},
               {"holder_touched_per_byte", holder_touched_per_byte},
               {"hashed_in_cache_per_byte", hashed_in_cache_per_byte}});
     return j;
@@ -256,7 +258,9 @@ JobStats JobStats::from_json(const json& j) {
     s.snapshot_copy_GBps = r.number("snapshot_copy_GBps");
     s.snapshot_copy_cpu_GBps = r.number("snapshot_copy_cpu_GBps");
     s.replication_GBps = r.number("replication_GBps");
+    s.replication_oncpu_GBps = r.number("replication_oncpu_GBps");
     s.sender_touched_per_byte = r.number("sender_touched_per_byte");
+    s.sender_touched_incl_send_per_byte = r.number("sender_touched_incl_send_per_byte");
     s.holder_touched_per_byte = r.number("holder_touched_per_byte");
     s.hashed_in_cache_per_byte = r.number("hashed_in_cache_per_byte");
     return s;

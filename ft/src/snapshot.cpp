@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -359,15 +358,13 @@ using CopyOut = std::span<const std::span<std::byte>>;
 std::uint64_t checksum_copying(const std::byte* bytes, std::size_t n, std::byte* to) {
     if (to == nullptr) return checksum(bytes, n);
     constexpr std::size_t kPiece = 256 << 10;
-    std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
-    if (!state) throw std::bad_alloc();
-    XXH3_64bits_reset(state.get());
+    ChecksumStream state;
     for (std::size_t off = 0; off < n; off += kPiece) {
         const std::size_t m = std::min(kPiece, n - off);
         std::memcpy(to + off, bytes + off, m);
-        XXH3_64bits_update(state.get(), to + off, m);
+        state.update(to + off, m);
     }
-    return XXH3_64bits_digest(state.get());
+    return state.digest();
 }
 
 // Checks every buffer of a committed slot against its checksum (copying it to `copy_out[i]` in
@@ -660,22 +657,14 @@ std::size_t snapshot_segment_bytes(const SnapshotLayout& layout) {
 // ---- SnapshotStore ------------------------------------------------------------------------
 
 struct SnapshotStore::ChunkHashers {
-    struct FreeState {
-        void operator()(XXH3_state_t* state) const { XXH3_freeState(state); }
-    };
-    std::vector<std::unique_ptr<XXH3_state_t, FreeState>> states;
+    std::vector<ChecksumStream> states;
     std::vector<std::size_t> hashed;  // bytes hashed in order so far
     std::vector<bool> in_order;       // false once a chunk arrived out of order
 
-    explicit ChunkHashers(std::size_t count) : hashed(count, 0), in_order(count, true) {
-        for (std::size_t i = 0; i < count; ++i) {
-            states.emplace_back(XXH3_createState());
-            if (!states.back()) throw std::bad_alloc();
-        }
-    }
+    explicit ChunkHashers(std::size_t count) : states(count), hashed(count, 0), in_order(count, true) {}
     void reset() {
         for (std::size_t i = 0; i < states.size(); ++i) {
-            XXH3_64bits_reset(states[i].get());
+            states[i].reset();
             hashed[i] = 0;
             in_order[i] = true;
         }
@@ -776,7 +765,7 @@ void SnapshotStore::note_written(std::size_t index, std::size_t offset, std::siz
     }
     const std::byte* base = slots_[writing_slot_].data();
     const std::byte* chunk = base + entries_of(base)[index].offset + offset;
-    XXH3_64bits_update(hashers_->states[index].get(), chunk, bytes);
+    hashers_->states[index].update(chunk, bytes);
     hashers_->hashed[index] += bytes;
 }
 
@@ -787,7 +776,7 @@ void SnapshotStore::commit() {
     BufferEntry* table = entries_of(base);
     for (std::size_t i = 0; i < layout_.size(); ++i) {
         const bool hashed_in_chunks = hashers_->in_order[i] && hashers_->hashed[i] == table[i].bytes;
-        table[i].checksum = hashed_in_chunks ? XXH3_64bits_digest(hashers_->states[i].get())
+        table[i].checksum = hashed_in_chunks ? hashers_->states[i].digest()
                                              : checksum(base + table[i].offset, table[i].bytes);
     }
     const SegmentHeader& other = header_of(slots_[1 - writing_slot_].data());

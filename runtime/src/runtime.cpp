@@ -511,7 +511,13 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     r.snapshot_copy_GBps = rate(totals.copied_bytes, totals.copy_seconds);
     r.snapshot_copy_cpu_GBps = rate(totals.copied_bytes, totals.copy_cpu_seconds);
     r.replication_GBps = rate(totals.sent_bytes, totals.replication_seconds);
+    // Without the time the (nice) protection thread waited for a core during it.
+    r.replication_oncpu_GBps =
+        rate(totals.sent_bytes, totals.replication_seconds - totals.replication_run_delay_seconds);
+    // The pipeline's passes (copy, hash), then with the transport's read of what was sent.
     r.sender_touched_per_byte = ratio(totals.sender_touched_bytes, totals.copied_bytes);
+    r.sender_touched_incl_send_per_byte =
+        ratio(totals.sender_touched_bytes + totals.sent_bytes, totals.copied_bytes);
     r.holder_touched_per_byte = ratio(totals.holder_touched_bytes, totals.received_bytes);
     r.hashed_in_cache_per_byte = ratio(totals.hashed_in_cache_bytes, totals.copied_bytes);
     emit(r.to_json());

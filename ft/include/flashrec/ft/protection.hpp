@@ -53,9 +53,11 @@ struct RingPeer {
 // How long the last snapshot took on the background thread, and what it moved. The *_touched
 // counters count every pass of the pipeline over a byte in memory (a read or a write), counted
 // where the pass happens, not estimated: a copy is a read and a write, a hash of bytes not
-// just written is a read, an MPI send reads, an MPI receive writes. A hash of at most
-// kCacheResidentBytes done right after the same thread wrote them reads them from cache and is
-// counted in hashed_in_cache_bytes instead.
+// just written is a read, an MPI receive writes (the holder's one pass). The sender's MPI read
+// of the payload it sends is the transfer's own pass, the same transfer the holder's receive
+// counts: it is sent_bytes, not in sender_touched_bytes (job_stats reports both figures). A hash
+// of at most kCacheResidentBytes done right after the same thread wrote them reads them from
+// cache and is counted in hashed_in_cache_bytes instead.
 struct SnapshotTiming {
     double seconds = 0;
     std::size_t copied_bytes = 0;  // live state -> own snapshot
@@ -66,8 +68,12 @@ struct SnapshotTiming {
                                      // the MPI progress calls made between its pieces)
     double copy_cpu_seconds = 0;     // the same on the thread's CPU clock: without the time
                                      // the (nice) thread waited for a core
-    double replication_seconds = 0;  // first send posted -> every transfer complete
-    std::size_t sender_touched_bytes = 0;  // memory passes over the own state and its sends
+    double replication_seconds = 0;  // first send posted -> every transfer complete (wall)
+    // The part of replication_seconds this (nice) thread spent runnable but waiting for a core
+    // (schedstat run_delay): replication_seconds minus it is the time the transfer took while
+    // its thread could run.
+    double replication_run_delay_seconds = 0;
+    std::size_t sender_touched_bytes = 0;  // memory passes over the own state (copy, hash)
     std::size_t holder_touched_bytes = 0;  // memory passes over held payloads
     std::size_t hashed_in_cache_bytes = 0;
 };

@@ -153,7 +153,9 @@ struct JobStats {
     double snapshot_copy_GBps = 0;
     double snapshot_copy_cpu_GBps = 0;
     double replication_GBps = 0;
-    double sender_touched_per_byte = 0;
+    double replication_oncpu_GBps = 0;  // without the protection thread's wait for a core
+    double sender_touched_per_byte = 0;  // the pipeline's passes (copy, hash)
+    double sender_touched_incl_send_per_byte = 0;  // and the transport's read of what is sent
     double holder_touched_per_byte = 0;
     double hashed_in_cache_per_byte = 0;
     nlohmann::json to_json() const;

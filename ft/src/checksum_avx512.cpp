@@ -1,0 +1,31 @@
+// XXH3-64 for AVX-512 (see checksum_kernel.hpp). Only this file is compiled for it;
+// checksum.cpp calls it only on a CPU that has it.
+#include "checksum_kernel.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC target("avx512f,avx512bw,avx2")
+// GCC 12 reports uninitialised variables inside its own AVX-512 intrinsics where XXH3 uses them
+// (a known false positive): for the whole file, as the middle end reports it after the include.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#pragma GCC diagnostic ignored "-Wcast-align"
+#pragma GCC diagnostic ignored "-Wuseless-cast"
+#include <immintrin.h>
+#define XXH_VECTOR XXH_AVX512
+#define XXH_INLINE_ALL
+#define XXH_NAMESPACE flashrec_avx512_
+#include <xxhash.h>
+#pragma GCC diagnostic pop
+
+FLASHREC_CHECKSUM_KERNEL("avx512", avx512_kernel)
+#else
+namespace flashrec::ft::detail {
+const ChecksumKernel* avx512_kernel() { return nullptr; }
+}  // namespace flashrec::ft::detail
+#endif
