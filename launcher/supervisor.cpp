@@ -33,13 +33,11 @@
 #include "flashrec/errors.hpp"
 #include "flashrec/flashrec.hpp"
 #include "flashrec/ft/contract.hpp"
-#include "flashrec/ft/control_plane.hpp"
+#include "controller.hpp"
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/records.hpp"
 #include "flashrec/ft/snapshot.hpp"
-#include "flashrec/ft/watchdog.hpp"
 #include "flashrec/ft/wire.hpp"
-#include "flashrec/runtime/checkpointing.hpp"
 #include "metrics.hpp"
 #include "noise_filter.hpp"
 #include "processes.hpp"
@@ -133,12 +131,12 @@ std::string_view to_string(KillOutcome k) {
 }
 
 struct HungMsg {
-    ft::RankIncident incident;
+    RankIncident incident;
     KillOutcome outcome;
     SysClock::time_point decided;
 };
 struct LostMsg {
-    ft::RankIncident incident;
+    RankIncident incident;
     SysClock::time_point when;
     Clock::time_point seen;
 };
@@ -218,7 +216,7 @@ struct MetricsState {
     int ranks_active = 0;
     std::uint64_t warm_relaunches = 0, cold_restarts = 0;
     std::uint64_t heartbeats = 0;
-    std::array<std::uint64_t, ft::kDropReasonCount> drops{};
+    std::array<std::uint64_t, kDropReasonCount> drops{};
     std::int64_t steps_replayed = 0;
     double time_lost_seconds = 0;
 };
@@ -255,16 +253,16 @@ private:
     void finish(const std::string& outcome, int code, const std::string& message);
     // nodes (Slurm)
     std::string layout_node(const std::string& host) const;
-    std::string incident_node(const ft::RankIncident& incident) const;
+    std::string incident_node(const RankIncident& incident) const;
     void node_lost(const std::string& host, const std::string& evidence);
     void node_failed(const std::string& node, std::string_view classification);
     void run_pending_drains();
     void move_off_bad_nodes(LaunchKind& kind, const json& reason);
-    void follow_replacements(const std::map<std::string, const ft::RankInfo*>& current);
+    void follow_replacements(const std::map<std::string, const RankInfo*>& current);
     void end_checkpoint_for_requeue();
     void requeue();
     // control plane
-    KillOutcome kill_hung(const ft::RankIncident& incident);
+    KillOutcome kill_hung(const RankIncident& incident);
     void push(Message m);
     void drain_queue();
     void on_hung(const HungMsg& m);
@@ -277,11 +275,11 @@ private:
     Incident& add_incident(Incident inc);
     // periodic
     void tick();
-    void check_attempt_progress(const std::vector<ft::RankInfo>& ranks);
-    void check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock::time_point now);
+    void check_attempt_progress(const std::vector<RankInfo>& ranks);
+    void check_ranks_gone(const std::vector<RankInfo>& ranks, Clock::time_point now);
     void finalize_restart(bool failed);
     void print_progress(bool force);
-    void update_metrics(const std::vector<ft::RankInfo>& ranks);
+    void update_metrics(const std::vector<RankInfo>& ranks);
     std::string render_metrics();
     // end
     void summary();
@@ -308,7 +306,7 @@ private:
     std::string launch_id_;
     bool subreaper_ = false;     // PR_SET_CHILD_SUBREAPER took: orphans of the job come back here
     std::string run_id_;
-    std::unique_ptr<ft::Controller> controller_;
+    std::unique_ptr<Controller> controller_;
     std::string control_endpoint_;
     std::unique_ptr<MetricsServer> metrics_;
     MetricsState metrics_state_;
@@ -447,7 +445,7 @@ void Supervisor::setup() {
     wrapper_flags_ = wrapper_flags(plan_.wrapper, why);
 
     const auto& d = cfg().detection;
-    ft::ControllerOptions co;
+    ControllerOptions co;
     co.bind_address = d.bind;
     if (!plan_.btl_if.empty())
         say(std::string("MPI network: ") + ft::env::kBtlIf + "=" + plan_.btl_if +
@@ -472,14 +470,14 @@ void Supervisor::setup() {
     co.check_period = milliseconds(std::clamp(d.heartbeat_ms, 10, 100));
     stall_confirm_ = 2 * milliseconds(d.heartbeat_ms) + co.check_period;
     co.event_log = log_;
-    co.on_hung = [this](const ft::RankIncident& incident) {
+    co.on_hung = [this](const RankIncident& incident) {
         // A silent rank is killed at once, on the controller's thread. A stalled one (heartbeats
         // arrive, the tag does not move) is confirmed first: see on_hung().
         const KillOutcome outcome =
-            incident.reason == ft::IncidentReason::stalled ? KillOutcome::pending : kill_hung(incident);
+            incident.reason == IncidentReason::stalled ? KillOutcome::pending : kill_hung(incident);
         push(HungMsg{incident, outcome, SysClock::now()});
     };
-    co.on_lost = [this](const ft::RankIncident& incident) {
+    co.on_lost = [this](const RankIncident& incident) {
         push(LostMsg{incident, SysClock::now(), Clock::now()});
     };
     co.on_event = [this](const json& record) { push(EventMsg{record}); };
@@ -498,7 +496,7 @@ void Supervisor::setup() {
                       {"hang_timeout_ms", d.hang_timeout_ms},
                       {"heartbeat_ms", d.heartbeat_ms},
                       {"events", plan_.events_path.string()}});
-    controller_ = std::make_unique<ft::Controller>(std::move(co));
+    controller_ = std::make_unique<Controller>(std::move(co));
     control_endpoint_ = controller_->endpoint();
     // A wildcard bind is reachable on loopback from this machine; ranks on other nodes need the
     // host's address (the Slurm path hands that out).
@@ -646,7 +644,7 @@ bool Supervisor::roles_finished() {
     if (!controller_) return false;
     for (const auto& role : layout_.active_roles) {
         const auto info = controller_->rank(role);
-        if (!info || info->status != ft::RankStatus::exited) return false;
+        if (!info || info->status != RankStatus::exited) return false;
         if (info->step_tag < cfg().job.steps && !attempt_.job_stats_seen) return false;
     }
     return true;
@@ -1001,7 +999,7 @@ std::string Supervisor::layout_node(const std::string& host) const {
 
 // Where the rank of an incident ran: under Slurm the host it reported (its role may have moved
 // on since), else the layout's node of its role.
-std::string Supervisor::incident_node(const ft::RankIncident& incident) const {
+std::string Supervisor::incident_node(const RankIncident& incident) const {
     if (layout_.slurm)
         if (const std::string node = layout_node(incident.hostname); !node.empty()) return node;
     return layout_.node_of_role(incident.role);
@@ -1017,7 +1015,7 @@ void Supervisor::node_lost(const std::string& host, const std::string& evidence)
         !pending_lost_.empty() ||
         std::any_of(incidents_.begin(), incidents_.end(),
                     [&](const Incident& i) { return i.attempt == attempt_.index && i.rule->tier == 1 && !i.recovered; }) ||
-        std::any_of(ranks.begin(), ranks.end(), [&](const ft::RankInfo& r) {
+        std::any_of(ranks.begin(), ranks.end(), [&](const RankInfo& r) {
             return r.registered_at >= attempt_.start && r.phase == ft::wire::Phase::recovery;
         });
     const bool just_spawned =
@@ -1101,7 +1099,7 @@ void Supervisor::move_off_bad_nodes(LaunchKind& kind, const json& reason) {
 
 // A role that registered from another host than the layout says (a replacement spawned onto the
 // spare node): that is where its snapshots are from now on.
-void Supervisor::follow_replacements(const std::map<std::string, const ft::RankInfo*>& current) {
+void Supervisor::follow_replacements(const std::map<std::string, const RankInfo*>& current) {
     if (!layout_.slurm) return;
     for (auto& p : layout_.processes) {
         const auto it = current.find(p.role);
@@ -1152,7 +1150,7 @@ void Supervisor::requeue() {
 // ------------------------------------------------------------------------------------------
 // control plane
 
-KillOutcome Supervisor::kill_hung(const ft::RankIncident& incident) {
+KillOutcome Supervisor::kill_hung(const RankIncident& incident) {
     const pid_t pid = incident.pid;
     if (pid <= 1) return KillOutcome::refused;
     // Only a process of this job: a rank holding the token could name any pid in its HELLO.
@@ -1245,7 +1243,7 @@ void Supervisor::confirm_stalls() {
         const auto& inc = m.incident;
         if (old_pids_.count(inc.pid) || attempt_.exited) continue;
         const auto info = controller_->rank(inc.role);
-        if (!info || info->pid != inc.pid || !info->hung || info->status != ft::RankStatus::active) {
+        if (!info || info->pid != inc.pid || !info->hung || info->status != RankStatus::active) {
             log("stall_cleared", {{"role", inc.role},
                                   {"pid", inc.pid},
                                   {"last_step_tag", inc.last_step_tag},
@@ -1263,7 +1261,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     const auto& inc = m.incident;
     Incident i;
     i.attempt = attempt_.index;
-    i.obs = {inc.reason == ft::IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
+    i.obs = {inc.reason == IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
     i.role = inc.role;
     i.pid = inc.pid;
     i.node = incident_node(inc);
@@ -1276,7 +1274,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
     if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end())
         i.since_injection_ms = static_cast<double>(unix_ms(m.decided) * 1000 - f->second.unix_us) / 1000.0;
-    i.detail = std::string(ft::to_string(inc.reason)) + ", last step tag " + std::to_string(inc.last_step_tag) + "; " +
+    i.detail = std::string(to_string(inc.reason)) + ", last step tag " + std::to_string(inc.last_step_tag) + "; " +
                std::string(to_string(m.outcome));
     const Incident& recorded = add_incident(i);
     log("hang_kill", {{"incident", recorded.id},
@@ -1289,7 +1287,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
                       {"since_injection_ms", recorded.since_injection_ms >= 0 ? json(round3(recorded.since_injection_ms))
                                                                               : json(nullptr)}});
     say("FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) + ") hung (" +
-        std::string(ft::to_string(inc.reason)) + " for " + human_ms(recorded.detection_latency_ms) +
+        std::string(to_string(inc.reason)) + " for " + human_ms(recorded.detection_latency_ms) +
         (recorded.since_injection_ms >= 0 ? ", " + human_ms(recorded.since_injection_ms) + " after the fault" : "") +
         ") -> " + (m.outcome == KillOutcome::killed ? "killed with SIGKILL" : "NOT killed: " + std::string(to_string(m.outcome))) +
         ", " + std::string(recorded.rule->classification) + " (tier " + std::to_string(recorded.rule->tier) + ")");
@@ -1460,8 +1458,8 @@ void Supervisor::on_recovery(const ft::records::Recovery& r, const json& record)
 // ------------------------------------------------------------------------------------------
 // periodic work
 
-void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) {
-    std::map<std::string, const ft::RankInfo*> current;
+void Supervisor::check_attempt_progress(const std::vector<RankInfo>& ranks) {
+    std::map<std::string, const RankInfo*> current;
     for (const auto& r : ranks)
         if (r.registered_at >= attempt_.start) current[r.role] = &r;
     if (!current.empty()) attempt_.ever_registered = true;
@@ -1474,9 +1472,9 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
             all_registered = all_in_loop = false;
             break;
         }
-        const ft::RankInfo& r = *it->second;
+        const RankInfo& r = *it->second;
         const bool in_loop = in_step_loop(r.phase) || r.phase == ft::wire::Phase::recovery ||
-                             (r.status != ft::RankStatus::active && r.step_tag > 0);
+                             (r.status != RankStatus::active && r.step_tag > 0);
         if (!in_loop) all_in_loop = false;
     }
     if (all_registered && !attempt_.all_registered) {
@@ -1510,7 +1508,7 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
         if (least >= 0) tag_steps_ = least;
     }
     // Job-level stall: no active role's step tag moved for the stall limit. A stretch in which
-    // the launcher itself did not run (as the controller, ft::RankTracker::check) does not count.
+    // the launcher itself did not run (as the controller, RankTracker::check) does not count.
     if (last_stall_check_ != Clock::time_point{} &&
         now - last_stall_check_ > milliseconds(cfg().detection.hang_timeout_ms / 2))
         last_progress_time_ = std::min(now, last_progress_time_ + (now - last_stall_check_));
@@ -1537,7 +1535,7 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
     }
 }
 
-void Supervisor::check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock::time_point now) {
+void Supervisor::check_ranks_gone(const std::vector<RankInfo>& ranks, Clock::time_point now) {
     // A bounded end (issue 15, case 10): every process of this attempt that ever registered has
     // left (BYE) or was lost, and the roles were all there once; mpirun gets kMpirunEndGrace.
     if (!attempt_.all_registered || attempt_.exited || attempt_.mpirun_ended_by_launcher) return;
@@ -1545,9 +1543,9 @@ void Supervisor::check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock:
     for (const auto& r : ranks) {
         if (r.registered_at < attempt_.start) continue;
         any = true;
-        if (r.status == ft::RankStatus::active) all_gone = false;
+        if (r.status == RankStatus::active) all_gone = false;
         // A lost connection is not a dead process: where the process can be seen, it must be gone.
-        if (r.status == ft::RankStatus::lost && r.hostname == local_host_ && process_alive(r.pid)) all_gone = false;
+        if (r.status == RankStatus::lost && r.hostname == local_host_ && process_alive(r.pid)) all_gone = false;
     }
     if (!any || !all_gone) {
         attempt_.ranks_gone_since.reset();
@@ -1565,10 +1563,10 @@ void Supervisor::check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock:
     ::kill(-attempt_.child.pid, SIGKILL);
 }
 
-void Supervisor::update_metrics(const std::vector<ft::RankInfo>& ranks) {
+void Supervisor::update_metrics(const std::vector<RankInfo>& ranks) {
     int spares = 0, active = 0;
     for (const auto& r : ranks) {
-        if (r.status != ft::RankStatus::active) continue;
+        if (r.status != RankStatus::active) continue;
         if (is_spare_role(r.role)) ++spares;
         else ++active;
     }
@@ -1576,8 +1574,8 @@ void Supervisor::update_metrics(const std::vector<ft::RankInfo>& ranks) {
     if (attempt_.all_registered) metrics_state_.spares_left = spares;
     metrics_state_.ranks_active = active;
     metrics_state_.heartbeats = controller_->heartbeat_count();
-    for (std::size_t i = 0; i < ft::kDropReasonCount; ++i)
-        metrics_state_.drops[i] = controller_->drop_count(static_cast<ft::DropReason>(i));
+    for (std::size_t i = 0; i < kDropReasonCount; ++i)
+        metrics_state_.drops[i] = controller_->drop_count(static_cast<DropReason>(i));
     if (rate_window_.size() >= 2) {
         const double dt = ms_between(rate_window_.front().first, rate_window_.back().first) / 1000;
         const auto ds = rate_window_.back().second - rate_window_.front().second;
@@ -1621,9 +1619,9 @@ std::string Supervisor::render_metrics() {
            static_cast<double>(m.heartbeats));
     out << "# HELP flashrec_control_plane_drops_total Connections the controller dropped, by reason\n"
         << "# TYPE flashrec_control_plane_drops_total counter\n";
-    for (std::size_t i = 0; i < ft::kDropReasonCount; ++i)
+    for (std::size_t i = 0; i < kDropReasonCount; ++i)
         out << "flashrec_control_plane_drops_total" << job << ",reason=\""
-            << ft::to_string(static_cast<ft::DropReason>(i)) << "\"} " << m.drops[i] << "\n";
+            << to_string(static_cast<DropReason>(i)) << "\"} " << m.drops[i] << "\n";
     return out.str();
 }
 
@@ -1666,7 +1664,7 @@ void Supervisor::tick() {
         // A rank whose connection was cut but whose process lives reconnects (HELLO again):
         // that is no failure (issue 15, case 4). Give a visibly live local process time for it.
         if (const auto now_info = controller_->rank(inc.role);
-            now_info && now_info->pid == inc.pid && now_info->status == ft::RankStatus::active) {
+            now_info && now_info->pid == inc.pid && now_info->status == RankStatus::active) {
             log("rank_reconnected", {{"role", inc.role}, {"pid", inc.pid},
                                      {"after_ms", round3(ms_between(it->seen, now))}});
             it = pending_lost_.erase(it);
