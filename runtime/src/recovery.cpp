@@ -16,6 +16,7 @@
 #include "flashrec/runtime/runtime_impl.hpp"
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/spares/spares.hpp"
+#include "node_local_copies.hpp"
 
 namespace flashrec {
 
@@ -26,25 +27,6 @@ constexpr int kEpochTag = 0xe90c;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// Committed versions held in (job, key), by their verified headers: reading every byte here
-// cost 0.7 s for 64 MiB stores. The version chosen is verified in full when it is read.
-// `rejected` versions failed that full verification earlier; a store whose segments cannot even
-// be opened (a corrupt header) holds nothing usable.
-recovery::Versions versions_in(const std::string& job, const std::string& key,
-                               const std::set<std::int64_t>& rejected = {}) {
-    recovery::Versions v;
-    std::vector<std::int64_t> steps;
-    try {
-        steps = ft::SnapshotReader(job, key).committed_steps();
-    } catch (const Error&) {
-        return v;
-    }
-    std::erase_if(steps, [&](std::int64_t s) { return rejected.contains(s); });
-    if (!steps.empty()) v.newest = steps[0];
-    if (steps.size() > 1) v.older = steps[1];
-    return v;
 }
 
 }  // namespace
@@ -95,27 +77,39 @@ recovery::Report Runtime::Impl::report() const {
         const auto it = rejected_versions.find(key);
         return it == rejected_versions.end() ? std::set<std::int64_t>{} : it->second;
     };
-    r.own = versions_in(cfg.job.name, store_prefix() + me, rejected_in(store_prefix() + me));
+    r.own = recovery::committed_versions(cfg.job.name, store_prefix() + me, rejected_in(store_prefix() + me));
     for (int owner : held_roles) {
         const std::string key = store_prefix() + ft::peer_role_key(
                                     topology::role_key(topology::coord_of(shape, owner)), me);
-        r.held.push_back({owner, versions_in(cfg.job.name, key, rejected_in(key))});
+        r.held.push_back({owner, recovery::committed_versions(cfg.job.name, key, rejected_in(key))});
     }
+    // Own snapshots of the other roles on this node: a dead one's are served from here when its
+    // ring copy died with its holder (issue 15, case 2).
+    r.local = recovery::node_local_copies(cfg.job.name, store_prefix(), shape, role_index, node_of_role, rejected_in);
     return r;
 }
 
 std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& comm) const {
     std::vector<recovery::Report> reports;
-    const auto texts = ft::allgather_strings(comm, recovery::serialize(report()));
+    std::string torn;
     try {
+        const auto texts = ft::allgather_strings(comm, recovery::serialize(report()));
         for (const auto& text : texts) reports.push_back(recovery::deserialize(text));
     } catch (const Error& e) {
-        // A process that died inside the exchange can leave a torn report behind on some
-        // processes: this epoch is interrupted (the others meet its absence in their next
-        // collective, or its deadline), never a reason to end the process.
-        throw CommRevoked(0, 0, "exchange of recovery reports", "universe", comm.rank(),
-                          std::string("a torn report: ") + e.what());
+        // A process that died inside the exchange can leave a failed collective or a torn
+        // report behind on some processes and not on others.
+        torn = e.what();
     }
+    // Everyone leaves the exchange together, and only with everyone's reports: the plan (and a
+    // decision to end the job) is then the same everywhere, and nobody exits while a slower
+    // process is still receiving its report. Without this, processes that planned "state lost"
+    // exited while an idle spare was still inside the allgather; it got a torn report, retried
+    // the epoch alone and the job never ended (issue 15 chaos soak). Agree works on a comm with
+    // failures; a failure during it throws ProcessFailure everywhere, which retries the epoch.
+    if (!comm.agree(torn.empty() ? 1 : 0, deadline()))
+        throw CommRevoked(0, 0, "exchange of recovery reports", comm.name(), comm.rank(),
+                          torn.empty() ? "another process did not get every report"
+                                       : "a torn or failed exchange: " + torn);
     return reports;
 }
 
@@ -146,6 +140,9 @@ void Runtime::Impl::recovery_epoch() {
     timeline.begin();
     enter(Phase::recovery, step);
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
+    // Armed before the revoke: in a retried epoch, stopping the protection and checkpoint
+    // threads of a failed one must not be able to block the process forever either.
+    watchdog.arm("revoke", epoch, budget);
     revoke_all();
     retire_protection();
     timeline.mark("revoke");
@@ -338,15 +335,21 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         }
         if (rep.payload_from == role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
-            // Sent straight from the held slot; kept beyond this call (see retired).
-            held_views.push_back(committed_in(store_prefix() + ft::peer_role_key(owner, me), {}));
+            // Sent straight from the held slot, or from the dead owner's own snapshot on this
+            // node (verified in full as it is read); kept beyond this call (see retired).
+            if (rep.payload_from_local)
+                log("serving " + owner + "'s state of version " + std::to_string(plan.version) +
+                    " from its own snapshot on this node (its process died, the node lives)");
+            held_views.push_back(committed_in(store_prefix() + (rep.payload_from_local ? owner
+                                                                : ft::peer_role_key(owner, me)), {}));
             const auto& view = held_views.back();
             if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
-            // The payload holds the sharded and envelope buffers, in registration order.
+            // A ring copy holds the sharded and envelope buffers, in registration order; an own
+            // snapshot holds every buffer.
             size_t p = 0;
             for (size_t b = 0; b < buffers.size(); ++b) {
                 if (buffers[b].kind == Redundancy::replicated) continue;
-                const auto bytes = view.buffers.at(p++).bytes;
+                const auto bytes = view.buffers.at(rep.payload_from_local ? b : p++).bytes;
                 transfers.send(bytes.data(), bytes.size(), rep.role, static_cast<int>(b));
             }
         }
@@ -495,7 +498,7 @@ void Runtime::Impl::warm_restore() {
     const std::string me = topology::role_key(coord());
     for (int owner = 0; owner < shape.size(); ++owner)
         if (owner != role_index &&
-            versions_in(cfg.job.name, store_prefix() + ft::peer_role_key(
+            recovery::committed_versions(cfg.job.name, store_prefix() + ft::peer_role_key(
                                           topology::role_key(topology::coord_of(shape, owner)), me))
                     .newest >= 0)
             held_roles.push_back(owner);

@@ -15,7 +15,8 @@ std::string serialize(const Report& r) {
         << r.own.newest << ' ' << r.own.older << ' ' << r.held.size();
     for (const auto& h : r.held)
         out << ' ' << h.owner_role << ' ' << h.versions.newest << ' ' << h.versions.older;
-    out << ' ' << r.pristine;
+    out << ' ' << r.pristine << ' ' << r.local.size();
+    for (const auto& l : r.local) out << ' ' << l.owner_role << ' ' << l.versions.newest << ' ' << l.versions.older;
     return out.str();
 }
 
@@ -28,7 +29,11 @@ Report deserialize(const std::string& text) {
     if (!in || held > 4096) throw Error("recovery: malformed report '" + text + "'");
     r.held.resize(held);
     for (auto& h : r.held) in >> h.owner_role >> h.versions.newest >> h.versions.older;
-    in >> r.pristine;
+    size_t local = 0;
+    in >> r.pristine >> local;
+    if (!in || local > 4096) throw Error("recovery: malformed report '" + text + "'");
+    r.local.resize(local);
+    for (auto& l : r.local) in >> l.owner_role >> l.versions.newest >> l.versions.older;
     if (!in) throw Error("recovery: malformed report '" + text + "'");
     return r;
 }
@@ -111,6 +116,19 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
         }
         return holders;
     };
+    // In-job only: live processes on a dead role's node that can read its own snapshot there
+    // (a warm relaunch puts the role's new process on that node, which then reads it as its own).
+    auto local_holders_with = [&](int role, std::int64_t v) {
+        std::vector<int> holders;
+        if (mode != Mode::in_job || process_of[static_cast<size_t>(role)] >= 0) return holders;
+        for (size_t p = 0; p < reports.size(); ++p) {
+            const int holder = reports[p].role;
+            if (holder < 0 || !keeps_own(holder, v)) continue;
+            for (const auto& l : reports[p].local)
+                if (l.owner_role == role && l.versions.has(v)) holders.push_back(holder);
+        }
+        return holders;
+    };
     std::set<std::int64_t, std::greater<>> candidates;
     for (const auto& rep : reports) {
         for (auto v : {rep.own.newest, rep.own.older})
@@ -130,10 +148,11 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
                     lacking = r;
                     missing = "its own snapshot";
                 }
-            } else if (holders_with(r, v).empty() || (has_replicated && dp_peers_with(r, v).empty())) {
+            } else if ((holders_with(r, v).empty() && local_holders_with(r, v).empty()) ||
+                       (has_replicated && dp_peers_with(r, v).empty())) {
                 lacking = r;
                 missing = process_of[static_cast<size_t>(r)] < 0
-                              ? "its owner died and no live replica or DP peer has it"
+                              ? "its owner died and no live replica, DP peer or process on its node has it"
                               : "neither its own snapshots here nor a live replica or DP peer have it";
             }
         }
@@ -150,7 +169,8 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
             const int p = process_of[static_cast<size_t>(r)] >= 0 ? process_of[static_cast<size_t>(r)]
                                                                   : spare_for[static_cast<size_t>(r)];
             if (p < 0) continue;  // no spare: counted in missing_spares
-            Replacement rep{r, p, -1, holders_with(r, v).front()};
+            const auto ring = holders_with(r, v);
+            Replacement rep{r, p, -1, ring.empty() ? local_holders_with(r, v).front() : ring.front(), ring.empty()};
             if (has_replicated) rep.replicated_from = dp_peers_with(r, v).front();
             plan.replacements.push_back(rep);
         }
@@ -160,11 +180,11 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
         // Roles without a live process still get their spare (the caller falls back to HDF5).
         for (int r : plan.dead_roles)
             if (spare_for[static_cast<size_t>(r)] >= 0)
-                plan.replacements.push_back({r, spare_for[static_cast<size_t>(r)], -1, -1});
+                plan.replacements.push_back({r, spare_for[static_cast<size_t>(r)], -1, -1, false});
         // In-place restores of a relaunch without a version: every live role lacking snapshots.
         for (int r = 0; r < n_roles; ++r) {
             const int p = process_of[static_cast<size_t>(r)];
-            if (p >= 0 && reports[static_cast<size_t>(p)].own.newest < 0) plan.replacements.push_back({r, p, -1, -1});
+            if (p >= 0 && reports[static_cast<size_t>(p)].own.newest < 0) plan.replacements.push_back({r, p, -1, -1, false});
         }
     }
     plan.problem = candidates.empty() ? "no process reported a committed snapshot"

@@ -10,8 +10,9 @@ Scenarios (one ctest each, see CMakeLists.txt):
                 the failure-free final_checksum
   corrupt       a byte flipped inside a dataset of the newest checkpoint: --resume refuses it
                 naming file and buffer, falls back to the previous one, same final_checksum
-  tier3         dp0 and its ring replica holder dp2 killed in the same step: in-job fallback to
-                the HDF5 checkpoint (recovery record "tier":3), same final_checksum
+  tier3         dp0, its ring replica holder dp2 and dp1 (the last process on dp0's node) killed
+                in the same step: in-job fallback to the HDF5 checkpoint (recovery record
+                "tier":3), same final_checksum
   crash_whole   the whole job dies while the first checkpoint is being written: only a staging
                 directory is left, nothing that looks complete; --resume refuses to start
   crash_in_job  one rank killed while a checkpoint is being written: that checkpoint is never
@@ -223,12 +224,13 @@ def corrupt(e):
 
 
 def tier3(e):
-    want = reference(e, steps=30, every=5, keep=2, spares=2, ranks=6)
-    cfg = e.config(every=5, keep=2, steps=30, spares=2)
+    want = reference(e, steps=30, every=5, keep=2, spares=3, ranks=7)
+    cfg = e.config(every=5, keep=2, steps=30, spares=3)
     # dp0's ring successor (its only replica holder, k=1) is dp2: node-aware placement puts the
-    # replica on the other node (runtime/src/topology.cpp ring_successors).
-    faults = ["role=0:step=23:phase=forward:action=kill", "role=2:step=23:phase=forward:action=kill"]
-    r = e.run(cfg, 6, faults=faults, label="dp0 + dp2 killed at step 23")
+    # replica on the other node (runtime/src/topology.cpp ring_successors). dp1, node0's other
+    # process, dies too: otherwise it would serve dp0's own snapshot from node0's /dev/shm.
+    faults = [f"role={r}:step=23:phase=forward:action=kill" for r in (0, 1, 2)]
+    r = e.run(cfg, 7, faults=faults, label="dp0, dp1 + dp2 killed at step 23")
     records = [x for x in r["events"] if x.get("event") == "recovery"]
     expect(any(x.get("tier") == 3 for x in records), f"a recovery record with tier 3 ({records})", r)
     m = re.search(r"falling back to the HDF5 checkpoint of step (\d+)", r["out"])

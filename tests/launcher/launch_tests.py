@@ -439,13 +439,15 @@ def scenario_flood(a):
 
 def scenario_state_on_live_nodes(a):
     """Issue 15 (2): dp0 and dp2 hold each other's ring copies (node-aware, 2 nodes) and die in
-    the same step: in-job recovery finds the state lost (76), but both dead processes' own
-    snapshots are intact in their nodes' /dev/shm. The launcher tries a warm relaunch before
-    HDF5 (there is none here): same checksum, exit 0."""
+    the same step with dp1, node0's other process: no live process on node0 can serve dp0's own
+    snapshot in-job (dp2's is served by dp3), so in-job recovery finds the state lost (76); but
+    the snapshot is intact in node0's /dev/shm. The launcher tries a warm relaunch before HDF5
+    (there is none here): same checksum, exit 0."""
     job = job_name(a.config)
     ref = reference_checksum(a)
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
     rc, text = launch(a, ev_path, ["--fault", "role=0:step=150:phase=forward:action=kill",
+                                   "--fault", "role=1:step=150:phase=forward:action=kill",
                                    "--fault", "role=2:step=150:phase=forward:action=kill"])
     ev = events(ev_path)
     common_end(a, job, rc, text, ev, 0, ref)

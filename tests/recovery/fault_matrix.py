@@ -4,6 +4,13 @@
   fault_matrix.py --trainer EXE --config-dir DIR matrix [--ranks 4 8] [--phases ...]
   fault_matrix.py --trainer EXE --config-dir DIR scenarios
   fault_matrix.py --trainer EXE --config-dir DIR soak --trials N [--seed S]
+  fault_matrix.py --trainer EXE --config-dir DIR live-nodes
+  fault_matrix.py --trainer EXE --config-dir DIR chaos --trials N [--seed S] [--only CAT...] [--cycle]
+                  [--snapshots EXE] [--launcher EXE --launch-config YAML --workdir DIR]
+
+chaos draws seeded trials from the in-job categories (and, with --launcher, the launcher-level
+ones of chaos_launch.py) and prints a table by category: identical / documented refusal / wrong /
+hung / leaked (docs/limitations.md, "The chaos soak").
 
 Every run goes through tools/fr-run (hard timeout, every process reaped) and
 tools/fr-mpirun. A run passes when it prints the same final_checksum as the failure-free run
@@ -20,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "..", "tools")
 sys.path.insert(0, TOOLS)
 import frlib  # noqa: E402
+import chaos_launch  # noqa: E402
 PHASES = ["forward", "allreduce", "sync", "optimizer", "replication"]
 
 
@@ -117,6 +125,20 @@ def scenarios(r):
             ["role=3:step=7:phase=allreduce:action=kill", "role=3:step=19:phase=forward:action=kill"], 2, 0)
 
 
+def live_nodes(r):
+    """Issue 15 (2), in-job half: dp0 and dp2 hold each other's ring copies (node-aware, 2 nodes)
+    and die in the same step. Both dead processes' own snapshots are intact in their nodes'
+    /dev/shm: dp1 serves dp0's, dp3 serves dp2's, in-job (before: exit 76, state lost)."""
+    for kind, (config, extra) in configs(4).items():
+        for phase in ["forward", "optimizer", "replication"]:
+            r.check(f"owner + holder on live nodes, {kind:>7}, {phase}", 4, config,
+                    [f"role=0:step=14:phase={phase}:action=kill", f"role=2:step=14:phase={phase}:action=kill"],
+                    1, extra)
+    config, extra = configs(8)["hot"]
+    r.check("owner + holder on live nodes, 8 ranks", 8, config,
+            ["role=1:step=9:phase=sync:action=kill", "role=5:step=9:phase=sync:action=kill"], 1, extra)
+
+
 def step0(r):
     """Issue 15 (1): a failure in step 0 recovers like one in any later step."""
     for kind, (config, extra) in configs(4).items():
@@ -151,12 +173,18 @@ def holder_of(role, ranks):
     return (role + ranks // 2) % ranks
 
 
-def chaos_trial(rng, t):
+IN_JOB = ["single", "single", "two-apart", "owner+holder", "during-recovery", "parked-spare",
+          "replacement-dies", "two-steps"]
+
+
+def chaos_trial(rng, t, categories=None, cycle=False):
     """One random trial: (name, ranks, kind, faults, expected recoveries, refusal allowed)."""
     ranks = rng.choice([4, 4, 8])
     kind = rng.choice(["hot", "spawned"])
-    category = rng.choice(["single", "single", "two-apart", "owner+holder", "during-recovery",
-                           "parked-spare", "replacement-dies", "two-steps"])
+    pool = categories or IN_JOB
+    category = pool[t % len(pool)] if cycle else rng.choice(pool)
+    if category in chaos_launch.CATEGORIES:
+        return category, None, None, None, None, None
     if category == "parked-spare" and kind != "hot":
         kind = "hot"
     step = rng.randrange(0, 26)
@@ -173,11 +201,12 @@ def chaos_trial(rng, t):
     elif category == "owner+holder":
         b = holder_of(a, ranks)
         faults = [f"role={a}:step={step}:phase=forward:action=kill", f"role={b}:step={step}:phase=forward:action=kill"]
-        refusal = True  # both copies of a's sharded state are gone: HDF5 or a documented refusal
+        # Both ring copies are gone, but the nodes live: a survivor on each dead process's node
+        # serves its own snapshot (issue 15, case 2), so no refusal is allowed.
     elif category == "during-recovery":
         b = (a + 1) % ranks
         faults = [f"role={a}:step={step}:phase={phase}:action=kill", f"role={b}:step={step}:phase=recovery:action=kill"]
-        refusal = holder_of(a, ranks) == b or holder_of(b, ranks) == a
+        # Where b holds a's copy (or a b's), the dead one's own snapshot on its live node serves.
     elif category == "parked-spare":
         faults = ["role=spare:0:step=0:phase=recovery:action=kill", f"role={a}:step={step}:phase={phase}:action=kill"]
     elif category == "replacement-dies":
@@ -194,42 +223,57 @@ def chaos_trial(rng, t):
     return name, ranks, kind, faults, expect, refusal
 
 
-def chaos(r, trials, seed, snapshots):
+def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False):
     rng = random.Random(seed)
     table = {"identical": 0, "documented refusal": 0, "wrong": 0, "hung": 0, "leaked": 0}
+    by_category = {}
     for t in range(trials):
-        name, ranks, kind, faults, expect, refusal_ok = chaos_trial(rng, t)
-        config, extra = configs(ranks)[kind]
-        want = r.baseline(ranks, config, extra)
-        res = r.run(ranks, config, faults, extra)
-        out = res["output"]
-        job = "t-rec" + str(ranks) + ("-hot" if kind == "hot" else "")
-        leaked_procs = "fr-run: FAIL" in out and "left" in out
-        left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
-        # mpirun's exit code says little under ULFM (NOTES-ULFM trap 9): judged by the ranks'
-        # typed ending_job records.
-        ending = frlib.events(out, "ending_job")
-        refused = (res["checksum"] is None and any(e["exit_code"] == 76 and "is lost in memory" in e["why"]
-                                                   for e in ending)
-                   and "mlp_trainer: error" not in out)
-        if res["hung"]:
-            verdict = "hung"
-        elif res["checksum"] == want and len(res["records"]) >= expect:
-            verdict = "leaked" if (left or leaked_procs) else "identical"
-        elif refused and refusal_ok:
-            verdict = "documented refusal"  # its segments stay for a relaunch: cleaned below
+        name, ranks, kind, faults, expect, refusal_ok = chaos_trial(rng, t, categories, cycle)
+        if name in chaos_launch.CATEGORIES:
+            category = name
+            name, verdict, out, seconds = launch.trial(rng, t, category)
+            res, detail = {"output": out, "seconds": seconds}, ""
         else:
-            verdict = "wrong"
+            category = name.split()[-1]
+            verdict, res = chaos_in_job(r, ranks, kind, faults, expect, refusal_ok, snapshots)
+            out, seconds, detail = res["output"], res["seconds"], " ".join(faults)
         table[verdict] += 1
+        row = by_category.setdefault(category, dict.fromkeys(table, 0))
+        row[verdict] += 1
         ok = verdict in ("identical", "documented refusal")
-        print(f"{'ok  ' if ok else 'FAIL'} {name:<44} {verdict:<19} {' '.join(faults)}  ({res['seconds']:.1f} s)",
-              flush=True)
+        print(f"{'ok  ' if ok else 'FAIL'} {name:<44} {verdict:<19} {detail}  ({seconds:.1f} s)", flush=True)
         if not ok:
             print(out[-2500:], flush=True)
         r.results.append((name, ok, res))
-        if snapshots:
-            subprocess.run([snapshots, "remove", job], stdout=subprocess.DEVNULL)
+    print(f"{'category':<22}" + "".join(f"{k:>20}" for k in table))
+    for category, row in sorted(by_category.items()):
+        print(f"{category:<22}" + "".join(f"{v:>20}" for v in row.values()))
     print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items()) + f" (trials {trials}, seed {seed})")
+
+
+def chaos_in_job(r, ranks, kind, faults, expect, refusal_ok, snapshots):
+    config, extra = configs(ranks)[kind]
+    want = r.baseline(ranks, config, extra)
+    res = r.run(ranks, config, faults, extra)
+    out = res["output"]
+    job = "t-rec" + str(ranks) + ("-hot" if kind == "hot" else "")
+    leaked_procs = "fr-run: FAIL" in out and "left" in out
+    left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
+    # mpirun's exit code says little under ULFM (NOTES-ULFM trap 9): judged by the ranks'
+    # typed ending_job records (76: the state is lost in memory).
+    refused = (res["checksum"] is None and any(e["exit_code"] == 76 for e in frlib.events(out, "ending_job"))
+               and "mlp_trainer: error" not in out)
+    if res["hung"]:
+        verdict = "hung"
+    elif res["checksum"] == want and len(res["records"]) >= expect:
+        verdict = "leaked" if (left or leaked_procs) else "identical"
+    elif refused and refusal_ok:
+        verdict = "documented refusal"  # its segments stay for a relaunch: cleaned below
+    else:
+        verdict = "wrong"
+    if snapshots:
+        subprocess.run([snapshots, "remove", job], stdout=subprocess.DEVNULL)
+    return verdict, res
 
 
 def main():
@@ -243,10 +287,18 @@ def main():
     m.add_argument("--phases", nargs="+", default=PHASES)
     sub.add_parser("scenarios")
     sub.add_parser("step0")
+    sub.add_parser("live-nodes")
     c = sub.add_parser("chaos")
     c.add_argument("--trials", type=int, default=12)
     c.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
     c.add_argument("--snapshots", default="", help="flashrec-snapshots, to clean up after refusals")
+    c.add_argument("--only", nargs="+", choices=sorted(set(IN_JOB + chaos_launch.CATEGORIES)),
+                   help="draw only these categories (a focused soak; the default draws all)")
+    c.add_argument("--launcher", help="flashrec-launch: adds the launcher-level categories")
+    c.add_argument("--launch-config", help="train.yaml of the launcher-level trials (launch.program set)")
+    c.add_argument("--workdir", default=os.getcwd(), help="where the launcher trials write their event logs")
+    c.add_argument("--launch-timeout", type=float, default=120)
+    c.add_argument("--cycle", action="store_true", help="take the categories in turn instead of at random")
     s = sub.add_parser("soak")
     s.add_argument("--trials", type=int, default=10)
     s.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -258,9 +310,19 @@ def main():
         scenarios(r)
     elif a.what == "step0":
         step0(r)
+    elif a.what == "live-nodes":
+        live_nodes(r)
     elif a.what == "chaos":
         print(f"chaos soak: {a.trials} trials, seed {a.seed}")
-        chaos(r, a.trials, a.seed, a.snapshots)
+        launch, categories = None, a.only
+        if a.launcher:
+            if not a.snapshots:
+                ap.error("the launcher categories need --snapshots")
+            launch = chaos_launch.LaunchChaos(a.launcher, a.launch_config, a.workdir, a.launch_timeout, a.snapshots)
+            categories = categories or IN_JOB + chaos_launch.CATEGORIES
+        elif categories and set(categories) & set(chaos_launch.CATEGORIES):
+            ap.error("launcher categories need --launcher and --launch-config")
+        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle)
     else:
         print(f"soak: {a.trials} trials, seed {a.seed}")
         soak(r, a.trials, a.seed)

@@ -75,6 +75,29 @@ TEST_CASE("owner and its replica holder both dead: the state is lost, and the pl
     CHECK(plan.problem.find("what the live processes hold") != std::string::npos);
 }
 
+TEST_CASE("owner and ring holder dead on live nodes: survivors there serve the dead roles' own snapshots") {
+    // Issue 15 (2): roles 0 and 2 hold each other's copies and died together; role 1 (node0)
+    // reads role 0's own snapshot on its node, role 3 (node1) role 2's. Ring copies win where
+    // they exist; a node-local copy without the version is no source.
+    Report s1 = survivor(1, 10, 9, 3, 10, 9), s3 = survivor(3, 10, 9, 1, 10, 9);
+    s1.local.push_back({0, {10, 9}});
+    s3.local.push_back({2, {9, 8}});
+    const std::vector<Report> reports{s1, s3, spare(7), spare(8)};
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.version == 9);
+    REQUIRE(plan.replacements.size() == 2);
+    CHECK(plan.replacements[0].role == 0);
+    CHECK(plan.replacements[0].payload_from == 1);
+    CHECK(plan.replacements[0].payload_from_local);
+    CHECK(plan.replacements[1].role == 2);
+    CHECK(plan.replacements[1].payload_from == 3);
+    CHECK(plan.replacements[1].payload_from_local);
+    CHECK(deserialize(serialize(s1)).local.size() == 1);
+    CHECK(deserialize(serialize(s1)).local[0].versions.older == 9);
+    // Not in a warm relaunch: there the role's new process on that node reads it as its own.
+    CHECK(make_plan(shape, reports, Mode::relaunch).version == -1);
+}
+
 TEST_CASE("more dead roles than spares: the rest is counted as missing") {
     const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9)};
     const Plan plan = make_plan(shape, reports);

@@ -33,6 +33,9 @@ struct Report {
     // --resume checkpoint) and no version has been committed everywhere yet: a failure now
     // loses nothing a replacement cannot rebuild the same way.
     bool pristine = false;
+    // Own snapshots of the other roles placed on this process's node, as they are in its
+    // /dev/shm: a process that dies on a live node leaves them intact (issue 15, case 2).
+    std::vector<HeldCopy> local;
 };
 std::string serialize(const Report& r);
 Report deserialize(const std::string& text);  // throws flashrec::Error on garbage
@@ -42,6 +45,9 @@ struct Replacement {
     int process = -1;            // index into the reports (= rank in the new universe)
     int replicated_from = -1;    // role that sends the replicated buffers (-1: none needed)
     int payload_from = -1;       // role that sends the sharded + envelope buffers
+    // payload_from sends them from the dead owner's own snapshot on its node (the ring copy
+    // is gone with its holder), not from a ring copy it holds.
+    bool payload_from_local = false;
 };
 
 struct Plan {

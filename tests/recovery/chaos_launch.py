@@ -1,0 +1,241 @@
+"""Launcher-level chaos trials for `fault_matrix.py chaos` (issue 15): the job runs under
+flashrec-launch (inside tools/fr-run: hard timeout, every process reaped, exit code checked) and
+the trial does to it what the in-job grammar cannot:
+
+  mpirun-kill           SIGKILL of mpirun at a random step: the launcher warm-relaunches (tier 2)
+  flip-before-relaunch  the launcher is SIGSTOPped, mpirun and every rank SIGKILLed, one byte of a
+                        random snapshot segment of the job flipped, the launcher resumed: the
+                        relaunch must reject the corrupt copy (or never need it) and use another
+  port-garbage          a few seconds of connection flood and malformed frames on the control port
+                        while the job runs, with a rank killed in it half of the time
+  sigstop-rank          SIGSTOP of a random rank at a random step: declared hung, killed, replaced
+
+Each trial is judged like an in-job one: identical (exit 0 and the failure-free checksum of the
+same job under the launcher), wrong, hung (fr-run's timeout) or leaked (a process or a segment
+of the job left). No launcher category loses state, so none may end in a refusal.
+"""
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+sys.path.insert(0, os.path.join(HERE, "..", "launcher"))
+import frlib  # noqa: E402
+from launch_tests import flood  # noqa: E402
+
+CATEGORIES = ["mpirun-kill", "flip-before-relaunch", "port-garbage", "sigstop-rank"]
+TRIAL_ENV = "FLASHREC_CHAOS_TRIAL"  # marks every process of one trial (fr-run's tag is its own)
+
+
+def _events(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.endswith("\n") and line.strip():
+                    out.append(json.loads(line))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def _kill(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+class LaunchChaos:
+    def __init__(self, launcher, config, workdir, timeout, snapshots):
+        self.launcher = launcher
+        self.snapshots = snapshots
+        self.config = config
+        self.workdir = workdir
+        self.timeout = timeout
+        with open(config) as f:
+            text = f.read()
+        self.job = re.search(r"name:\s*([A-Za-z0-9_-]+)", text).group(1)
+        self.steps = int(re.search(r"steps:\s*(\d+)", text).group(1))
+        self.ranks = int(re.search(r"dp:\s*(\d+)", text).group(1))
+        self.ref = None
+
+    def segments(self):
+        return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{self.job}."))
+
+    def launch(self, faults=(), watcher=None):
+        """Runs the launcher under fr-run; watcher(state) is polled while it runs."""
+        ev_path = os.path.join(self.workdir, f"{self.job}.chaos.events.jsonl")
+        if os.path.exists(ev_path):
+            os.remove(ev_path)
+        trial = uuid.uuid4().hex
+        cmd = [frlib.FR_RUN, "--timeout", str(self.timeout), "--exit-code", "0", "--",
+               self.launcher, self.config, "--events", ev_path]
+        for f in faults:
+            cmd += ["--fault", f]
+        out_path = ev_path + ".out"
+        start = time.monotonic()
+        with open(out_path, "w") as out:
+            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **{TRIAL_ENV: trial}))
+            state = {"trial": trial, "fr_run": p.pid, "events": ev_path, "done": False, "note": ""}
+            while p.poll() is None:
+                if watcher and not state["done"]:
+                    watcher(state)
+                time.sleep(0.01)
+        with open(out_path) as f:
+            text = f.read()
+        return text, state, time.monotonic() - start
+
+    def baseline(self):
+        if self.ref is None:
+            text, _, _ = self.launch()
+            sums = frlib.checksums(text)
+            if len(sums) != 1 or "fr-run: FAIL" in text:
+                print(text[-3000:])
+                sys.exit("failure-free launch of the chaos job failed")
+            self.ref = sums[0]
+        return self.ref
+
+    # --- what each category does while the job runs ---------------------------------------------
+
+    def _pids(self, state):
+        return frlib.pids_with_env(TRIAL_ENV, state["trial"])
+
+    def _launcher_pid(self, state):
+        for pid in self._pids(state):
+            cmd = _cmdline(pid)
+            if cmd and os.path.basename(cmd[0]) == b"flashrec-launch":
+                return pid
+        return None
+
+    def _progress(self, state):
+        ev = _events(state["events"])
+        mpirun = next((e["pid"] for e in reversed(ev) if e["event"] == "launch"), None)
+        step = max((e["step"] for e in ev if e["event"] == "step"), default=-1)
+        running = any(e["event"] == "job_running" for e in ev)
+        return ev, mpirun, step, running
+
+    def trial(self, rng, t, category):
+        """One trial: (name, verdict, output, seconds)."""
+        want = self.baseline()
+        at = rng.randrange(self.steps // 10, self.steps * 2 // 3)
+        faults, watcher = [], None
+        if category == "mpirun-kill":
+            def watcher(state):
+                _, mpirun, step, _ = self._progress(state)
+                if mpirun and step >= at:
+                    _kill([mpirun], signal.SIGKILL)
+                    state["done"], state["note"] = True, f"SIGKILL mpirun at step {step}"
+        elif category == "flip-before-relaunch":
+            def watcher(state):
+                _, mpirun, step, _ = self._progress(state)
+                if not (mpirun and step >= at):
+                    return
+                state["done"] = True
+                launcher = self._launcher_pid(state)
+                if launcher is None:
+                    state["note"] = "no launcher process found"
+                    return
+                # The relaunch must not start before the byte is flipped: the launcher waits
+                # stopped while its job dies all at once, like a node losing power.
+                _kill([launcher], signal.SIGSTOP)
+                try:
+                    for _ in range(100):
+                        rest = [p for p in self._pids(state) if p not in (launcher, state["fr_run"])]
+                        if not rest:
+                            break
+                        _kill(rest, signal.SIGKILL)
+                        time.sleep(0.05)
+                    state["note"] = f"all killed at step {step}; " + self.flip(rng)
+                finally:
+                    _kill([launcher], signal.SIGCONT)
+        elif category == "port-garbage":
+            if rng.random() < 0.5:
+                faults = [f"role={rng.randrange(self.ranks)}:step={at}:phase={rng.choice(['forward', 'sync', 'allreduce'])}"
+                          ":action=kill"]
+            seconds = rng.uniform(1.0, 4.0)
+
+            def watcher(state):
+                ev, _, _, running = self._progress(state)
+                endpoint = next((e["control"] for e in ev if e["event"] == "layout"), None)
+                if endpoint and running:
+                    state["done"] = True
+                    counts = flood(endpoint, random.Random(rng.random()), seconds, workers=8)
+                    state["note"] = f"flood {seconds:.1f} s: {counts}"
+        elif category == "sigstop-rank":
+            victim = f"dp{rng.randrange(self.ranks)}.tp0.pp0"
+
+            def watcher(state):
+                ev, _, step, _ = self._progress(state)
+                pid = next((e["pid"] for e in reversed(ev) if e["event"] == "rank_registered"
+                            and e.get("role") == victim), None)
+                if pid and step >= at:
+                    _kill([pid], signal.SIGSTOP)
+                    state["done"], state["note"] = True, f"SIGSTOP {victim} (pid {pid}) at step {step}"
+        else:
+            raise ValueError(category)
+        text, state, seconds = self.launch(faults, watcher)
+        left = self.segments()
+        if left:
+            subprocess.run(["rm", "-f"] + [os.path.join("/dev/shm", n) for n in left])
+        sums = frlib.checksums(text)
+        if "timed out after" in text:
+            verdict = "hung"
+        elif "left processes behind" in text or left:
+            verdict = "leaked"
+        elif "fr-run: FAIL" not in text and sums == [want]:
+            verdict = "identical"
+        else:
+            verdict = "wrong"
+        # What the launcher must have done about it (a trial that did nothing proves nothing).
+        ev = _events(state["events"])
+        needed = {"mpirun-kill": "warm_relaunch", "flip-before-relaunch": "warm_relaunch",
+                  "sigstop-rank": "hang_kill", "port-garbage": "recovery" if faults else "job_end"}[category]
+        if verdict == "identical" and not any(e["event"] == needed for e in ev):
+            verdict = "wrong"
+            state["note"] += f"; no {needed} record"
+        if category == "flip-before-relaunch":
+            rejected = [e.get("store") for e in ev if e["event"] == "snapshot_rejected"]
+            state["note"] += f"; rejected {rejected}" if rejected else "; the flipped copy was not needed"
+        if not state["done"]:
+            verdict = "wrong"
+            state["note"] = "the trial never got to act (the job ended first)"
+        name = f"chaos {t}: launcher {category} ({state['note']}{'; ' + ' '.join(faults) if faults else ''})"
+        return name, verdict, text, seconds
+
+    def flip(self, rng):
+        """Flips one byte in the middle of the newest committed slot of a random store of the job
+        (an own snapshot or a ring copy), as flashrec-snapshots verify lists them; says which."""
+        listing = subprocess.run([self.snapshots, "verify", self.job], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True).stdout
+        slots = re.findall(r"^ok\s+(\S+)\s+version (\d+) \(epoch \d+, slot (\d)\)", listing, re.M)
+        if not slots:
+            return "no verified store to flip: " + listing[-300:]
+        key, version, slot = rng.choice(slots)
+        name = f"flashrec.{self.job}.{key}.{slot}"
+        path = os.path.join("/dev/shm", name)
+        with open(path, "r+b") as f:
+            size = f.seek(0, 2)
+            off = rng.randrange(size // 4, 3 * size // 4)
+            f.seek(off)
+            b = f.read(1)
+            f.seek(off)
+            f.write(bytes([b[0] ^ (1 << rng.randrange(8))]))
+        return f"flipped byte {off} of {name} (version {version})"
