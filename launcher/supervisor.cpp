@@ -21,7 +21,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -40,7 +39,11 @@
 #include "flashrec/ft/wire.hpp"
 #include "metrics.hpp"
 #include "noise_filter.hpp"
+#include "incidents.hpp"
 #include "processes.hpp"
+#include "report.hpp"
+#include "rank_output.hpp"
+#include "restart_policy.hpp"
 
 extern char** environ;
 
@@ -118,18 +121,6 @@ bool in_step_loop(ft::wire::Phase p) {
 
 bool is_spare_role(const std::string& role) { return role.rfind("spare:", 0) == 0; }
 
-enum class KillOutcome { killed, refused, remote, gone, pending };
-std::string_view to_string(KillOutcome k) {
-    switch (k) {
-        case KillOutcome::killed: return "killed";
-        case KillOutcome::refused: return "refused";
-        case KillOutcome::remote: return "remote";
-        case KillOutcome::gone: return "gone";
-        case KillOutcome::pending: return "pending";
-    }
-    return "?";
-}
-
 struct HungMsg {
     RankIncident incident;
     KillOutcome outcome;
@@ -145,26 +136,6 @@ struct EventMsg {
 };
 using Message = std::variant<HungMsg, LostMsg, EventMsg>;
 
-struct Incident {
-    int id = 0;
-    int attempt = 0;
-    Observation obs;
-    const Rule* rule = nullptr;
-    std::string role;
-    int pid = 0;
-    std::string node;
-    std::string detail;
-    std::int64_t step = -1;
-    double detection_latency_ms = -1;  // the controller's: since the last heartbeat / tag move
-    double since_injection_ms = -1;    // from the fault injector's timestamp, when known
-    bool hang = false;
-    KillOutcome kill = KillOutcome::killed;  // for a hang: what became of the SIGKILL
-    Clock::time_point at{};  // when the launcher recorded it
-    bool recovered = false;
-    std::string recovered_by;  // "in-job tier 1 (hot)", "warm relaunch 1", ...
-    double recovery_ms = -1;
-};
-
 struct Attempt {
     int index = 0;
     std::string kind;  // initial | warm_relaunch | cold_restart
@@ -176,7 +147,7 @@ struct Attempt {
     int status = 0;
     Clock::time_point exit_time;
     bool out_open = false, err_open = false;
-    std::string out_buf, err_buf;
+    LineSplitter out_lines, err_lines;
     bool all_registered = false;
     Clock::time_point registered_at;
     bool in_loop = false;
@@ -245,7 +216,7 @@ private:
     bool any_rank_alive();
     void teardown(const std::string& why);
     void after_job_death(Observation obs, const std::string& detail, Clock::time_point first_evidence);
-    bool try_warm_relaunch(const json& reason, Clock::time_point first_evidence);
+    void start_warm_relaunch(const json& reason, Clock::time_point first_evidence);
     bool try_cold_restart(const json& reason, Clock::time_point first_evidence);
     PendingRestart pending_restart(const char* kind, int number, const json& reason,
                                    Clock::time_point first_evidence);
@@ -343,7 +314,7 @@ private:
     std::vector<LostMsg> pending_lost_;
     std::vector<std::pair<HungMsg, Clock::time_point>> pending_stalls_;
     milliseconds stall_confirm_{300};
-    std::map<std::string, std::vector<std::pair<std::string, Clock::time_point>>> silent_by_node_;
+    SilentNodes silent_nodes_{milliseconds(0)};  // window set in setup()
 
     std::vector<Incident> incidents_;
     std::vector<ft::records::Recovery> recoveries_;
@@ -469,6 +440,7 @@ void Supervisor::setup() {
     co.hang_timeout = milliseconds(d.hang_timeout_ms);
     co.check_period = milliseconds(std::clamp(d.heartbeat_ms, 10, 100));
     stall_confirm_ = 2 * milliseconds(d.heartbeat_ms) + co.check_period;
+    silent_nodes_ = SilentNodes(milliseconds(d.heartbeat_ms * 3 + 500));
     co.event_log = log_;
     co.on_hung = [this](const RankIncident& incident) {
         // A silent rank is killed at once, on the controller's thread. A stalled one (heartbeats
@@ -594,27 +566,19 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
 void Supervisor::read_output(bool is_err) {
     int& fd = is_err ? attempt_.child.err_fd : attempt_.child.out_fd;
     bool& open = is_err ? attempt_.err_open : attempt_.out_open;
-    std::string& buf = is_err ? attempt_.err_buf : attempt_.out_buf;
+    LineSplitter& lines = is_err ? attempt_.err_lines : attempt_.out_lines;
     if (!open) return;
+    const auto sink = [&](const std::string& line) { handle_line(line, is_err); };
     char chunk[65536];
     // A bounded number of reads per call: a flood of output must not starve the rest of the loop.
     for (int reads = 0; reads < 16; ++reads) {
         const ssize_t n = ::read(fd, chunk, sizeof chunk);
         if (n > 0) {
-            buf.append(chunk, static_cast<std::size_t>(n));
-            std::size_t start = 0;
-            for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1)
-                handle_line(buf.substr(start, nl + 1 - start), is_err);
-            buf.erase(0, start);
-            if (buf.size() > (1 << 20)) {  // a runaway line without newline: pass it on as is
-                handle_line(buf, is_err);
-                buf.clear();
-            }
+            lines.feed(std::string_view(chunk, static_cast<std::size_t>(n)), sink);
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        if (!buf.empty()) handle_line(buf + "\n", is_err);
-        buf.clear();
+        lines.finish(sink);
         ::close(fd);
         fd = -1;
         open = false;
@@ -624,17 +588,12 @@ void Supervisor::read_output(bool is_err) {
 
 void Supervisor::handle_line(const std::string& line, bool is_err) {
     // Forward the ranks' output unchanged, stdout to stdout and stderr to stderr, but for known
-    // harmless MPI noise (noise_filter.hpp).
+    // harmless MPI noise (noise_filter.hpp). flashrec's own lines are for people: what the
+    // launcher acts on arrives as typed records over the control plane (on_event).
     if (is_known_noise(line)) return;
     (void)!::write(is_err ? STDERR_FILENO : STDOUT_FILENO, line.data(), line.size());
-    std::smatch m;
-    // PRRTE names the node whose daemon it lost, then ends the whole job (NOTES-SLURM.md). The
-    // only foreign text the launcher reads.
-    static const std::regex lost_daemon_rx(R"(Remote daemon: *\S+ on node (\S+))");
-    if (line.find("Remote daemon:") != std::string::npos && std::regex_search(line, m, lost_daemon_rx))
-        node_lost(m[1].str(), "mpirun lost its daemon there (PRRTE: \"lost communication with a remote daemon\")");
-    // flashrec's own lines are for people: what the launcher acts on arrives as typed records
-    // over the control plane (on_event).
+    if (const auto node = prrte_lost_daemon_node(line))
+        node_lost(*node, "mpirun lost its daemon there (PRRTE: \"lost communication with a remote daemon\")");
 }
 
 // The job finished when every active role said BYE after its step loop ended. The controller's
@@ -758,32 +717,27 @@ void Supervisor::on_job_exit() {
             return;
         }
     }
-    Observation obs{Observed::job_ended_early, 0};
-    std::string detail = "mpirun ended with " + describe_status(status);
-    int requested = 0;
-    for (const auto& [pid, code] : exit_requests_) requested = std::max(requested, code);
-    if (forced_death_) {
-        obs = *forced_death_;
-        detail = forced_detail_;
-    } else if (!lost_nodes_.empty()) {
-        obs = {Observed::node_lost, 0};
-        std::string nodes;
-        for (const auto& n : lost_nodes_) nodes += (nodes.empty() ? "" : ", ") + n;
-        detail = "node " + nodes + " lost; " + detail;
-    } else if (requested) {
-        obs = {Observed::exit_code, requested};
-        detail += "; ranks asked for it (exit code " + std::to_string(requested) + ")";
-    } else if (const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-               code == ft::kExitBadConfig || code == ft::kExitForRelaunch || code == ft::kExitStateLost ||
-               code == ft::kExitNoSpare) {
-        obs = {Observed::exit_code, code};
-    }
+    DeathEvidence evidence;
+    evidence.forced = forced_death_;
+    evidence.forced_detail = forced_detail_;
+    evidence.lost_nodes.assign(lost_nodes_.begin(), lost_nodes_.end());
+    for (const auto& [pid, code] : exit_requests_) evidence.requested_exit_code = std::max(evidence.requested_exit_code, code);
+    evidence.mpirun_status = status;
+    const Death death = observe_death(evidence);
     forced_death_.reset();
-    after_job_death(obs, detail, first_evidence);
+    after_job_death(death.observation, death.detail, first_evidence);
 }
 
 void Supervisor::after_job_death(Observation obs, const std::string& detail, Clock::time_point first_evidence) {
-    const Rule& rule = classify(obs);
+    Budgets budgets;
+    budgets.warm_used = warm_relaunches_;
+    budgets.warm_allowed = cfg().recovery.warm_relaunches;
+    budgets.cold_used = cold_restarts_;
+    budgets.cold_allowed = kMaxColdRestarts;
+    budgets.checkpoint_dir = !cfg().checkpoint.dir.empty();
+    const AttemptFacts facts{attempt_.kind == "warm_relaunch", attempt_.progressed, !lost_nodes_.empty()};
+    const Decision decision = decide(obs, budgets, facts);
+    const Rule& rule = *decision.rule;
     Incident inc;
     inc.attempt = attempt_.index;
     inc.obs = obs;
@@ -795,59 +749,37 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     const json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
     say("the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
         std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
-    const bool nodes_lost = !lost_nodes_.empty();
     for (const auto& node : lost_nodes_) node_failed(node, rule.classification);
     lost_nodes_.clear();
-    switch (rule.action) {
-        case Action::stop:
-            finish("failed", obs.what == Observed::exit_code && obs.value == ft::kExitBadConfig ? kExitUsage : kExitFailed,
-                   std::string(rule.meaning));
+    if (decision.warm_before_hdf5)
+        log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
+                                          {"why", "state lost in-job, but no node was lost: "
+                                                  "the dead processes' node-local segments may hold it"}});
+    for (const RestartStep& step : decision.steps) {
+        if (step.kind == Restart::warm_relaunch) {
+            if (step.refused) {
+                log("warm_relaunch_refused", {{"reason", reason}, {"why", *step.refused}, {"used", warm_relaunches_}});
+                continue;
+            }
+            start_warm_relaunch(reason, first_evidence);
+            recorded.recovered_by = decision.warm_before_hdf5
+                                        ? "warm relaunch " + std::to_string(warm_relaunches_) +
+                                              " (node-local segments of dead processes)"
+                                    : attempt_.launch.checkpoint_and_exit
+                                        ? "checkpoint for requeue (slurm.when_spares_exhausted)"
+                                        : "warm relaunch " + std::to_string(warm_relaunches_);
             return;
-        case Action::hdf5_resume:
-            // State lost in memory *in-job* (76) while every node lives: the dead processes' own
-            // segments are still in their nodes' /dev/shm, and a warm relaunch reads them (each
-            // role's new process finds its node's stores). Try that before HDF5 (issue 15,
-            // case 2), unless this attempt was itself a warm relaunch that found nothing.
-            if (obs.what == Observed::exit_code && obs.value == ft::kExitStateLost && !nodes_lost &&
-                !(attempt_.kind == "warm_relaunch" && !attempt_.progressed)) {
-                log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
-                                                  {"why", "state lost in-job, but no node was lost: "
-                                                          "the dead processes' node-local segments may hold it"}});
-                if (try_warm_relaunch(reason, first_evidence)) {
-                    recorded.recovered_by = "warm relaunch " + std::to_string(warm_relaunches_) +
-                                            " (node-local segments of dead processes)";
-                    return;
-                }
-            }
-            if (try_cold_restart(reason, first_evidence)) {
-                recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
-                return;
-            }
-            if (obs.value == ft::kExitNoSpare)
-                finish("spares_exhausted", kExitNoSpares,
-                       "spares exhausted (no hot spare left, spawn failed or off) and no HDF5 checkpoint to restart from" +
-                           std::string(cfg().checkpoint.dir.empty() ? " (checkpoint.dir is not set)" : ""));
-            else
-                finish("state_lost", kExitStateLost,
-                       "state lost in memory (tier 3 needed) and no HDF5 checkpoint to restart from" +
-                           std::string(cfg().checkpoint.dir.empty() ? " (checkpoint.dir is not set)" : ""));
+        }
+        if (step.refused) {
+            log("cold_restart_refused", {{"reason", reason}, {"why", *step.refused}});
+            continue;
+        }
+        if (try_cold_restart(reason, first_evidence)) {
+            recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
             return;
-        default:
-            if (try_warm_relaunch(reason, first_evidence)) {
-                recorded.recovered_by = attempt_.launch.checkpoint_and_exit
-                                            ? "checkpoint for requeue (slurm.when_spares_exhausted)"
-                                            : "warm relaunch " + std::to_string(warm_relaunches_);
-                return;
-            }
-            if (try_cold_restart(reason, first_evidence)) {
-                recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
-                return;
-            }
-            finish("relaunch_budget_spent", kExitNeedsRelaunch,
-                   "the MPI job died and the warm relaunch budget (recovery.warm_relaunches = " +
-                       std::to_string(cfg().recovery.warm_relaunches) + ") is spent, with no HDF5 checkpoint to fall back to");
-            return;
+        }
     }
+    finish(decision.outcome, decision.exit_code, decision.message);
 }
 
 PendingRestart Supervisor::pending_restart(const char* kind, int number, const json& reason,
@@ -874,12 +806,7 @@ LaunchKind Supervisor::unfired_faults() const {
     return kind;
 }
 
-bool Supervisor::try_warm_relaunch(const json& reason, Clock::time_point first_evidence) {
-    if (warm_relaunches_ >= cfg().recovery.warm_relaunches) {
-        log("warm_relaunch_refused", {{"reason", reason}, {"why", "recovery.warm_relaunches spent"},
-                                      {"used", warm_relaunches_}});
-        return false;
-    }
+void Supervisor::start_warm_relaunch(const json& reason, Clock::time_point first_evidence) {
     ++warm_relaunches_;
     const bool progressed = last_step_ >= 0 || attempt_.progressed;
     PendingRestart r = pending_restart("warm_relaunch", warm_relaunches_, reason, first_evidence);
@@ -894,16 +821,10 @@ bool Supervisor::try_warm_relaunch(const json& reason, Clock::time_point first_e
     }
     restart_ = r;
     start_attempt(kind.checkpoint_and_exit ? "checkpoint_for_requeue" : "warm_relaunch", kind);
-    return true;
 }
 
+// The policy allowed it (decide()); it starts when a complete checkpoint for this shape exists.
 bool Supervisor::try_cold_restart(const json& reason, Clock::time_point first_evidence) {
-    if (cfg().checkpoint.dir.empty()) return false;
-    if (cold_restarts_ >= kMaxColdRestarts) {
-        log("cold_restart_refused", {{"reason", reason}, {"why", "at most " + std::to_string(kMaxColdRestarts) +
-                                                                      " HDF5 restarts per launch"}});
-        return false;
-    }
     std::string why;
     const std::optional<std::int64_t> step = newest_checkpoint(cfg(), why);
     if (!step) {
@@ -1188,27 +1109,7 @@ Incident& Supervisor::add_incident(Incident inc) {
     inc.id = static_cast<int>(incidents_.size()) + 1;
     inc.at = Clock::now();
     if (!inc.rule) inc.rule = &classify(inc.obs);
-    json fields = {{"incident", inc.id},
-                   {"attempt", inc.attempt},
-                   {"observed", to_string(inc.obs.what)},
-                   {"classification", inc.rule->classification},
-                   {"action", to_string(inc.rule->action)},
-                   {"tier", inc.rule->tier},
-                   {"role", inc.role}};
-    if (inc.obs.what == Observed::exit_code || inc.obs.what == Observed::signal || inc.obs.what == Observed::mpi_error)
-        fields["value"] = inc.obs.value;
-    if (inc.pid > 0) fields["pid"] = inc.pid;
-    if (!inc.node.empty()) fields["node"] = inc.node;
-    if (!inc.detail.empty()) fields["detail"] = inc.detail;
-    if (inc.step >= 0) fields["step"] = inc.step;
-    if (inc.detection_latency_ms >= 0) fields["detection_latency_ms"] = round3(inc.detection_latency_ms);
-    if (inc.since_injection_ms >= 0) fields["since_injection_ms"] = round3(inc.since_injection_ms);
-    if (!mpi_errors_.empty()) {
-        json classes = json::object();
-        for (const auto& [cls, n] : mpi_errors_) classes[std::to_string(cls)] = n;
-        fields["mpi_error_classes_seen"] = classes;
-    }
-    log("failure", fields);
+    log("failure", failure_record(inc, mpi_errors_));
     if (!first_failure_since_progress_) first_failure_since_progress_ = Clock::now();
     {
         std::lock_guard lock(metrics_state_.mutex);
@@ -1294,16 +1195,14 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
 
     // A whole node silent at once is a node failure, not a process failure.
     if (i.node.empty()) return;
-    auto& recent = silent_by_node_[i.node];
     const auto now = Clock::now();
-    const auto window = milliseconds(cfg().detection.heartbeat_ms * 3 + 500);
-    std::erase_if(recent, [&](const auto& e) { return now - e.second > window || e.first == inc.role; });
-    recent.emplace_back(inc.role, now);
+    const auto window = silent_nodes_.window();
     const int on_node = i.node == layout_.spare_node ? 0 : layout_.ranks_on_node(i.node);
+    const bool all_silent = silent_nodes_.observe(i.node, inc.role, now, on_node);
     const bool remote = m.outcome == KillOutcome::remote;
     // A rank on another host cannot be killed from here: its node has to go, whatever the
     // other ranks there do.
-    if ((remote && layout_.slurm) || (on_node >= 2 && static_cast<int>(recent.size()) >= on_node)) {
+    if ((remote && layout_.slurm) || all_silent) {
         Incident n;
         n.attempt = attempt_.index;
         n.obs = {remote ? Observed::node_silent_remote : Observed::node_silent_local, 0};
@@ -1314,7 +1213,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
         const Incident& node_inc = add_incident(n);
         say("FAILURE #" + std::to_string(node_inc.id) + ": node " + i.node + " silent -> " +
             std::string(node_inc.rule->classification) + ", " + std::string(to_string(node_inc.rule->action)));
-        recent.clear();
+        silent_nodes_.clear(i.node);
         if (node_inc.rule->action == Action::replace_node && layout_.slurm) lost_nodes_.insert(i.node);
         if (node_inc.rule->action == Action::replace_node && !attempt_.exited) {
             forced_death_ = n.obs;
@@ -1747,39 +1646,20 @@ double Supervisor::median_step_ms() const {
 
 void Supervisor::summary() {
     const double wall_ms = ms_between(job_start_, Clock::now());
-    std::int64_t replayed = 0;
-    double recovery_ms = 0, hang_ms = 0, restart_ms = 0;
-    int hot = 0, spawned = 0, in_job = 0;
-    for (const auto& r : recoveries_) {
-        if (r.replacement == "relaunch") continue;
-        replayed += r.steps_replayed;
-        recovery_ms += r.total_ms;
-        const int n = static_cast<int>(r.failed_roles.size());
-        in_job += n;
-        // One hot spare, the rest spawned, for "hot+spawned".
-        if (r.replacement == "hot") hot += n;
-        if (r.replacement == "spawned") spawned += n;
-        if (r.replacement == "hot+spawned") hot += 1, spawned += n - 1;
-    }
-    for (const auto& r : restarts_done_) {
-        replayed += r.value("steps_replayed", std::int64_t{0});
-        restart_ms += r.value("total_ms", 0.0);
-    }
-    // Hangs at the same time (a frozen node) cost their overlap once: the union of the intervals.
-    std::vector<std::pair<double, double>> stuck;  // [start, end] in ms since the job started
+    std::vector<RestartCost> restarts;
+    for (const auto& r : restarts_done_)
+        restarts.push_back({r.value("steps_replayed", std::int64_t{0}), r.value("total_ms", 0.0)});
+    std::vector<HangSpan> hangs;
     for (const auto& i : incidents_)
         if (i.hang) {
             const double end = ms_between(job_start_, i.at);
-            stuck.emplace_back(end - (i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms), end);
+            hangs.push_back({end - (i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms), end});
         }
-    std::sort(stuck.begin(), stuck.end());
-    double covered_to = -1e300;
-    for (const auto& [a, b] : stuck) {
-        hang_ms += std::max(0.0, b - std::max(a, covered_to));
-        covered_to = std::max(covered_to, b);
-    }
-    const double replay_ms = static_cast<double>(replayed) * median_step_ms();
-    const double lost_ms = hang_ms + recovery_ms + restart_ms + replay_ms;
+    const ReportTotals totals = report_totals(recoveries_, restarts, std::move(hangs), median_step_ms());
+    const std::int64_t replayed = totals.steps_replayed;
+    const double recovery_ms = totals.recovery_ms, hang_ms = totals.hang_ms, restart_ms = totals.restart_ms,
+                 replay_ms = totals.replay_ms, lost_ms = totals.lost_ms();
+    const int hot = totals.hot, spawned = totals.spawned, in_job = totals.in_job;
     {
         std::lock_guard lock(metrics_state_.mutex);
         metrics_state_.time_lost_seconds = lost_ms / 1000;
