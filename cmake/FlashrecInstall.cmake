@@ -2,9 +2,11 @@ include(CMakePackageConfigHelpers)
 install(TARGETS flashrec EXPORT flashrecTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# Only the public headers: the API a trainer includes and the errors it may catch.
-install(FILES runtime/include/flashrec/flashrec.hpp ft/include/flashrec/errors.hpp
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashrec)
+# Only the public headers (include/flashrec/): the API a trainer includes, its value types and
+# the errors it may catch. The modules' own include/ folders are internal and never installed.
+list(TRANSFORM FLASHREC_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/flashrec/
+     OUTPUT_VARIABLE _flashrec_public_header_paths)
+install(FILES ${_flashrec_public_header_paths} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashrec)
 
 # The MPI this build used, with symlinks resolved: the installed package names it, not the
 # source tree's .deps link.

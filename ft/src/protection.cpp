@@ -63,6 +63,30 @@ SnapshotLayout full_layout(const std::vector<ProtectedRegion>& regions) {
     return layout_of(regions, false);
 }
 
+std::vector<int> payload_index(const std::vector<ProtectedRegion>& regions) {
+    std::vector<int> index;
+    int next = 0;
+    for (const auto& r : regions) index.push_back(r.replicate ? next++ : -1);
+    return index;
+}
+
+std::vector<std::span<const std::byte>> payload_by_region(const SnapshotView& replica,
+                                                          const std::vector<ProtectedRegion>& regions) {
+    const std::vector<int> index = payload_index(regions);
+    std::vector<std::span<const std::byte>> bytes(regions.size());
+    for (std::size_t r = 0; r < regions.size(); ++r) {
+        if (index[r] < 0) continue;
+        const auto p = static_cast<std::size_t>(index[r]);
+        if (p >= replica.buffers.size() || replica.buffers[p].name != regions[r].name ||
+            replica.buffers[p].bytes.size() != regions[r].bytes)
+            throw CorruptState("replica", regions[r].name,
+                               "the held copy's payload does not match the registered buffers (buffer " +
+                                   std::to_string(p) + " of " + std::to_string(replica.buffers.size()) + ")");
+        bytes[r] = replica.buffers[p].bytes;
+    }
+    return bytes;
+}
+
 std::shared_ptr<SnapshotStore> StorePool::get(const std::string& job, const std::string& key,
                                                const SnapshotLayout& layout) {
     std::lock_guard lock(mutex_);
@@ -397,10 +421,7 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
     // receives move while the copy runs, not after it.
     const auto copy_start = Clock::now();
     const double copy_cpu_start = thread_cpu_seconds();
-    std::vector<int> payload_tag;  // per region: its index in the payload, -1 if not sent
-    int next_tag = 0;
-    for (std::size_t b = 0; b < setup_.regions.size(); ++b)
-        payload_tag.push_back(setup_.regions[b].replicate ? next_tag++ : -1);
+    const std::vector<int> payload_tag = payload_index(setup_.regions);  // -1: not sent
     std::vector<const RingPeer*> receivers;  // the successors this snapshot sends to
     for (std::size_t s = 0; s < setup_.successors.size(); ++s)
         if (wanted(scope.send_to, s)) receivers.push_back(&setup_.successors[s]);

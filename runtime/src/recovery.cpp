@@ -157,26 +157,17 @@ void Runtime::Impl::recovery_epoch() {
     auto reports = exchange_reports(survivors);
     int live_roles = 0, idle_spares = 0;
     for (const auto& r : reports) (r.role >= 0 ? live_roles : idle_spares)++;
-    const int dead = shape.size() - live_roles;
-    const int to_spawn = cfg.recovery.spawn ? std::max(0, dead - idle_spares) : 0;
-    // "none": nobody died (a step the trainer abandoned), the repair only restores.
-    replacement_kind = dead == 0 ? "none" : to_spawn == 0 ? "hot" : to_spawn == dead ? "spawned" : "hot+spawned";
+    const spares::Replacements replacements =
+        spares::replacements_for(shape.size() - live_roles, idle_spares, cfg.recovery.spawn);
+    const int to_spawn = replacements.to_spawn;
     timeline.mark("exchange");
 
     if (to_spawn > 0) {
         watchdog.arm("spawn", epoch, budget);
-        std::vector<std::string> child_argv = start_args;
-        child_argv[0] = "/proc/self/exe";
-        char exe[4096] = {};
-        if (readlink("/proc/self/exe", exe, sizeof exe - 1) > 0) child_argv[0] = exe;
-        const char* spare_host = std::getenv(ft::env::kSpareHost);
-        const std::string child_node = spare_host ? spare_host
-                                       : virtual_nodes ? "node" + std::to_string(cfg.job.nodes)
-                                                       : node_name;
-        child_argv.push_back("--flashrec-node");
-        child_argv.push_back(child_node);
-        ft::Comm merged = spares::spawn_and_merge(survivors, to_spawn, child_argv,
-                                                  spare_host ? spare_host : "");
+        const spares::SpawnCommand child =
+            spares::spawn_command(start_args, spares::this_executable(), std::getenv(ft::env::kSpareHost),
+                                  virtual_nodes, cfg.job.nodes, node_name);
+        ft::Comm merged = spares::spawn_and_merge(survivors, to_spawn, child.argv, child.host);
         timeline.mark("spawn");
         std::int64_t e = epoch;
         if (merged.rank() == 0)
@@ -187,7 +178,7 @@ void Runtime::Impl::recovery_epoch() {
         timeline.mark("merge");
         survivors = std::move(merged);
     }
-    adopt_plan(std::move(survivors), reports);
+    adopt_plan(std::move(survivors), reports, replacements.kind);
 }
 
 void Runtime::Impl::join_as_spawned() {
@@ -200,7 +191,7 @@ void Runtime::Impl::join_as_spawned() {
     process_id = (e + 1) * 1000000 + world_rank;
     try {
         const auto reports = exchange_reports(merged);
-        adopt_plan(std::move(merged), reports);  // registers with the control plane as its role
+        adopt_plan(std::move(merged), reports, "spawned");  // registers with the control plane as its role
     } catch (const ShardLost& lost) {
         // The same decision as the survivors' (the same plan): end with the same exit code.
         end_job(std::string(lost.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", ft::kExitStateLost);
@@ -213,8 +204,8 @@ void Runtime::Impl::join_as_spawned() {
     }
 }
 
-void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports) {
-    const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
+recovery::Outcome Runtime::Impl::decide(int me, const std::vector<recovery::Report>& reports,
+                                        std::string replacement) {
     recovery::Plan plan = recovery::make_plan(shape, reports);
     if (plan.version < 0) {
         // Some role's state is lost in memory everywhere: tier 3, everyone restores the newest
@@ -231,15 +222,17 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
         plan.from_checkpoint = true;
         plan.steps_replayed = std::max<std::int64_t>(0, plan.furthest_step - *version);
     }
-    tier = plan.from_checkpoint ? 3 : 1;
     if (plan.missing_spares > 0)
         end_job(std::to_string(plan.missing_spares) + " dead role(s) and no spare left to take them "
                 "(hot_spares exhausted" + std::string(cfg.recovery.spawn ? ", spawn failed" : ", spawn off") +
                 "); slurm.when_spares_exhausted decides what the launcher does next", ft::kExitNoSpare);
-    const int me = new_universe.rank();
-    const int new_role = plan.role_of_process[static_cast<size_t>(me)];
-    const bool role_changed = role_index != new_role;
-    if (role_index < 0 && new_role >= 0) {
+    return recovery::outcome_of(std::move(plan), me, role_index, std::move(replacement));
+}
+
+void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
+    const recovery::Plan& plan = outcome.plan;
+    const bool role_changed = role_index != outcome.role;
+    if (outcome.part == recovery::Part::recovered) {
         restore_pending = true;
         restore_version = plan.version;
         // Faults target whoever holds the role (docs/config.md): the replacement takes the
@@ -249,26 +242,31 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
         for (const auto& f : cfg.faults)
             if (!f.spare && f.step > plan.furthest_step + 1) ahead.push_back(f);
         faults = runtime::FaultInjector(std::move(ahead), true);
-        const auto c = topology::coord_of(shape, new_role);
+        const auto c = topology::coord_of(shape, outcome.role);
         config::Fault holder;
         holder.dp = c.dp, holder.tp = c.tp, holder.pp = c.pp;
         faults.set_identity(holder);
     }
-    role_index = new_role;
+    role_index = outcome.role;
     node_of_role = plan.node_of_role;
-    spare_ranks.clear();
-    for (size_t p = 0; p < plan.role_of_process.size(); ++p)
-        if (plan.role_of_process[p] < 0) spare_ranks.push_back(static_cast<int>(p));
-    universe = std::move(new_universe);
+    spare_pool.assign(plan.role_of_process);
+    universe = std::move(next_universe);
+    last_recovery = std::move(outcome);
     if (role_changed) connect_control_plane();
+}
+
+void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports,
+                               std::string replacement) {
+    const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
+    const int me = new_universe.rank();
+    apply(std::move(new_universe), decide(me, reports, std::move(replacement)));
 
     watchdog.arm("rebuild", epoch, budget);
     build_communicators();
     timeline.mark("rebuild");
-    last_plan = plan;
     if (role_index >= 0 && !restore_pending) {
         watchdog.arm("restore", epoch, budget);
-        send_restore(plan);
+        send_restore(last_recovery->plan);
         finish_recovery();
     } else if (role_index < 0) {
         finish_recovery();  // an idle spare takes part in the restored-agree, then parks again
@@ -290,15 +288,15 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
     // Survivors: own state back to version R (a memcpy from node-local shared memory; device
     // buffers: H2D on the GPU path) ... from the store this process keeps mapped when it has
     // one (no page faults), else from the segments as they are. Either stays mapped while a
-    // send of a failed epoch may still read it (retired_stores, retired_readers).
+    // send of a failed epoch may still read it (the quarantine).
     // Host state is copied back in the pass that verifies it (the version is read once).
     const auto committed_in = [&](const std::string& key, std::span<const std::span<std::byte>> into) {
         if (auto store = stores->find(key)) {
-            retired_stores.push_back(store);
+            quarantine.hold(store);
             return into.empty() ? store->committed(plan.version) : store->copy_committed(plan.version, into);
         }
-        retired_readers.push_back(std::make_unique<ft::SnapshotReader>(cfg.job.name, key));
-        const ft::SnapshotReader& reader = *retired_readers.back();
+        const ft::SnapshotReader& reader =
+            quarantine.hold(std::make_unique<ft::SnapshotReader>(cfg.job.name, key));
         return into.empty() ? reader.committed(plan.version) : reader.copy_committed(plan.version, into);
     };
     std::vector<std::span<std::byte>> live;
@@ -319,7 +317,8 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
     restore_device_buffers(device_buffers, device_sources);
 
     // ... and the replacements' state from the snapshots kept here, tagged by buffer index.
-    ft::Transfers transfers(work);
+    // The requests stay with the buffers they read (the quarantine) if the wait is cut short.
+    ft::Transfers& transfers = quarantine.hold(std::make_unique<ft::Transfers>(work));
     std::vector<ft::SnapshotView> held_views;
     for (const auto& rep : plan.replacements) {
         if (rep.replicated_from == role_index) {
@@ -336,7 +335,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         if (rep.payload_from == role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
             // Sent straight from the held slot, or from the dead owner's own snapshot on this
-            // node (verified in full as it is read); kept beyond this call (see retired).
+            // node (verified in full as it is read); kept beyond this call (the quarantine).
             if (rep.payload_from_local)
                 log("serving " + owner + "'s state of version " + std::to_string(plan.version) +
                     " from its own snapshot on this node (its process died, the node lives)");
@@ -344,14 +343,18 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
                                                                 : ft::peer_role_key(owner, me)), {}));
             const auto& view = held_views.back();
             if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
-            // A ring copy holds the sharded and envelope buffers, in registration order; an own
-            // snapshot holds every buffer.
-            size_t p = 0;
-            for (size_t b = 0; b < buffers.size(); ++b) {
-                if (buffers[b].kind == Redundancy::replicated) continue;
-                const auto bytes = view.buffers.at(rep.payload_from_local ? b : p++).bytes;
-                transfers.send(bytes.data(), bytes.size(), rep.role, static_cast<int>(b));
+            // The sharded and envelope buffers, by region: a ring copy read back in ft's replica
+            // format; an own snapshot holds every buffer in registration order.
+            std::vector<std::span<const std::byte>> held;
+            if (rep.payload_from_local) {
+                for (size_t b = 0; b < buffers.size(); ++b)
+                    held.push_back(buffers[b].kind == Redundancy::replicated ? std::span<const std::byte>()
+                                                                             : view.buffers.at(b).bytes);
+            } else {
+                held = ft::payload_by_region(view, regions());
             }
+            for (size_t b = 0; b < buffers.size(); ++b)
+                if (!held[b].empty()) transfers.send(held[b].data(), held[b].size(), rep.role, static_cast<int>(b));
         }
     }
     transfers.wait("restore");
@@ -359,7 +362,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
 }
 
 void Runtime::Impl::receive_restore() {
-    const auto& plan = *last_plan;
+    const auto& plan = last_recovery->plan;
     const recovery::Replacement* mine = nullptr;
     for (const auto& rep : plan.replacements)
         if (rep.role == role_index) mine = &rep;
@@ -380,19 +383,19 @@ void Runtime::Impl::receive_restore() {
         return;
     }
     watchdog.arm("restore", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
-    ft::Transfers transfers(work);
-    // Device buffers arrive in host staging (MPI cannot write device memory here), kept like
-    // retired_readers: after a revoke, MPI may still write into a matched receive's buffer.
+    ft::Transfers& transfers = quarantine.hold(std::make_unique<ft::Transfers>(work));
+    // Device buffers arrive in host staging (MPI cannot write device memory here), quarantined
+    // like the requests: after a revoke, MPI may still write into a matched receive's buffer.
     std::vector<std::size_t> device_buffers;
     std::vector<std::span<const std::byte>> device_sources;
     for (size_t b = 0; b < buffers.size(); ++b) {
         const int source = buffers[b].kind == Redundancy::replicated ? mine->replicated_from
                                                                        : mine->payload_from;
         if (buffers[b].device >= 0) {
-            staging.emplace_back(buffers[b].bytes);
+            const std::span<std::byte> staging = quarantine.buffer(buffers[b].bytes);
             device_buffers.push_back(b);
-            device_sources.emplace_back(staging.back().data(), staging.back().size());
-            transfers.receive(staging.back().data(), buffers[b].bytes, source, static_cast<int>(b));
+            device_sources.emplace_back(staging.data(), staging.size());
+            transfers.receive(staging.data(), buffers[b].bytes, source, static_cast<int>(b));
             continue;
         }
         transfers.receive(buffers[b].data, buffers[b].bytes, source, static_cast<int>(b));
@@ -410,14 +413,14 @@ void Runtime::Impl::finish_recovery() {
     abandoned = false;
     ++epoch;
     if (role_index < 0) return;
-    step = last_plan->version;
+    step = last_recovery->plan.version;
     start_protection(step);
     timeline.mark("resumed");
 }
 
 void Runtime::Impl::emit_recovery_record() {
     timeline.mark("first_step");
-    const auto& plan = *last_plan;
+    const auto& plan = last_recovery->plan;
     // Every rank's timeline to role 0: which rank was slow, and the detection time even when
     // role 0 is a replacement that noticed nothing. One small collective, after the first step.
     nlohmann::json mine = nlohmann::json::object();
@@ -431,7 +434,7 @@ void Runtime::Impl::emit_recovery_record() {
     timeline.noticed_unix_us = 0;
     timeline.in_loop_unix_us = 0;
     if (abandoned || role_index != 0) {
-        last_plan.reset();
+        last_recovery.reset();
         return;
     }
     nlohmann::json failed = nlohmann::json::array(), by_role = nlohmann::json::object(),
@@ -465,10 +468,10 @@ void Runtime::Impl::emit_recovery_record() {
     for (const auto& b : buffers) bytes += b.bytes;
     using PhasesMs = ft::records::PhasesMs;
     ft::records::Recovery record;
-    record.tier = tier;
+    record.tier = last_recovery->tier;
     record.epoch = epoch;
     record.failed_roles = failed.get<std::vector<std::string>>();
-    record.replacement = replacement_kind;
+    record.replacement = last_recovery->replacement;
     record.recovery_version = record.resume_step = plan.version;
     record.steps_replayed = plan.steps_replayed;
     record.bytes_restored_per_replacement = static_cast<std::int64_t>(bytes);
@@ -484,7 +487,7 @@ void Runtime::Impl::emit_recovery_record() {
     if (noticed > 0 && in_loop > noticed)
         record.notice_to_loop_ms = std::round(static_cast<double>(in_loop - noticed)) / 1e3;
     emit(record.to_json());
-    last_plan.reset();
+    last_recovery.reset();
 }
 
 void Runtime::Impl::warm_restore() {
@@ -522,21 +525,27 @@ void Runtime::Impl::warm_restore() {
         if (round >= 16) end_job("warm relaunch: snapshot copies kept failing verification", ft::kExitStateLost);
     }
     timeline.mark("exchange");
-    tier = 2;
+    recovery::Outcome outcome;
+    outcome.tier = 2;
     if (plan.version < 0) {
         std::string why;
         const auto version = runtime::Checkpointer::newest_complete(cfg, shape, why);
         if (!version) end_job("warm relaunch: " + plan.problem + "; and no HDF5 fallback: " + why, ft::kExitStateLost);
         plan.version = *version;
         plan.from_checkpoint = true;
-        tier = 3;
+        outcome.tier = 3;
     }
     plan.steps_replayed = -1;  // the new ranks cannot know how far the old job got; the launcher can
-    last_plan = plan;
-    restore_version = plan.version;
-    replacement_kind = "relaunch";
+    // Every role keeps its place (the launcher laid the job out); a role restored from a ring
+    // replica is "recovered", one restored from its own node's snapshot a "survivor".
     bool mine = false;
     for (const auto& rep : plan.replacements) mine = mine || rep.role == role_index;
+    outcome.role = role_index;
+    outcome.part = mine ? recovery::Part::recovered : recovery::Part::survivor;
+    outcome.replacement = "relaunch";
+    outcome.plan = plan;
+    restore_version = plan.version;
+    last_recovery = std::move(outcome);
     if (mine) receive_restore();
     else send_restore(plan);
     work.agree(1, deadline());

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "flashrec/errors.hpp"
 
@@ -220,6 +221,16 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
         }
     }
     return plan;
+}
+
+Outcome outcome_of(Plan plan, int process, int current_role, std::string replacement) {
+    Outcome o;
+    o.role = plan.role_of_process.at(static_cast<std::size_t>(process));
+    o.part = o.role < 0 ? Part::spare : current_role < 0 ? Part::recovered : Part::survivor;
+    o.tier = plan.from_checkpoint ? 3 : 1;
+    o.replacement = std::move(replacement);
+    o.plan = std::move(plan);
+    return o;
 }
 
 }  // namespace flashrec::recovery

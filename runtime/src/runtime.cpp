@@ -18,12 +18,7 @@
 #include "flashrec/spares/spares.hpp"
 
 #if FLASHREC_WITH_CUDA
-#include <cuda_runtime_api.h>
-
-#include "flashrec/gpu/cuda_check.hpp"
-#include "flashrec/gpu/dp_collectives.hpp"
 #include "flashrec/gpu/handles.hpp"
-#include "flashrec/gpu/snapshot_copier.hpp"
 #endif
 
 namespace flashrec {
@@ -121,112 +116,25 @@ std::vector<int> roles_from_launcher(const std::string& text, int roles) {
 }  // namespace
 
 // --- GPU path ---------------------------------------------------------------------------------
-// Everything CUDA-specific of the runtime is here. Host buffers never come this way: each
-// function below hands them to the CPU path's code, which is the same with or without CUDA.
-
-#if FLASHREC_WITH_CUDA
-struct DeviceSide {
-    gpu::DeviceDpCollectives dp;  // NCCL over the DP group, rebuilt after every repair
-};
-#else
-struct DeviceSide {};
-#endif
-
-void DeviceSideDeleter::operator()(DeviceSide* side) const noexcept { delete side; }
+// runtime::DevicePath (device_path.cpp) holds everything CUDA-specific; these bind it to this
+// process's buffers and step. Host buffers never come this way.
 
 bool Runtime::Impl::has_device_buffers() const {
     return std::any_of(buffers.begin(), buffers.end(), [](const ProtectedBuffer& b) { return b.device >= 0; });
 }
 
-#if FLASHREC_WITH_CUDA
-namespace {
-
-int state_device(const std::vector<ProtectedBuffer>& buffers) {
-    for (const auto& b : buffers)
-        if (b.device >= 0) return b.device;
-    return -1;
+runtime::DevicePath::Step Runtime::Impl::device_step() {
+    return {dp, epoch, deadline(), abandoned, [this](const std::exception& e) { on_failure(e); }};
 }
 
-// A copier over every registered buffer for the step loop's own copies (restore, checksum):
-// no pinning, since its host memory is short-lived.
-gpu::DeviceSnapshotCopier live_copier(const std::vector<ProtectedBuffer>& buffers) {
-    std::vector<ft::LiveRegion> regions;
-    for (const auto& b : buffers) regions.push_back({b.data, b.bytes});
-    gpu::DeviceSnapshotCopier::Options options;
-    options.device = state_device(buffers);
-    options.pin_destinations = false;
-    return gpu::DeviceSnapshotCopier(std::move(regions), options);
-}
-
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
-
-// Runs a step's collective on device memory: a failure seen by MPI or by NCCL (a peer gone,
-// an abort) abandons the step, like Impl::guarded for the MPI collectives. An NcclError that
-// is not a peer failure (a bug, a local CUDA problem) and a CudaError propagate: this process
-// cannot go on, and its peers recover from its exit.
-template <class F>
-void guarded_on_device(Runtime::Impl& im, F&& collective) {
-    if (im.abandoned) return;
-    try {
-        collective();
-    } catch (const MpiError& e) {
-        im.on_failure(e);
-    } catch (const DeadlineExceeded& e) {
-        im.on_failure(e);  // the failure channel's agreement: a peer is stuck or gone
-    } catch (const gpu::NcclError& e) {
-        if (!e.peer_failure()) throw;
-        im.on_failure(e);
-    }
-}
-
-}  // namespace
-#endif
-
-bool Runtime::Impl::is_device_pointer(const void* data) const {
-#if FLASHREC_WITH_CUDA
-    if (!device || data == nullptr) return false;  // the CPU path makes no CUDA call
-    return gpu::device_memory_of(data) >= 0;
-#else
-    (void)data;
-    return false;
-#endif
-}
+bool Runtime::Impl::is_device_pointer(const void* data) const { return device.is_device_pointer(data); }
 
 void Runtime::Impl::restore_device_buffers(const std::vector<std::size_t>& which,
                                            const std::vector<std::span<const std::byte>>& sources) {
-    if (which.empty()) return;
-    if (which.size() != sources.size()) throw Error("restore_device_buffers: one source per buffer");
-#if FLASHREC_WITH_CUDA
-    gpu::DeviceSnapshotCopier copier = live_copier(buffers);
-    std::vector<ft::RestoreChunk> chunks;
-    for (std::size_t i = 0; i < which.size(); ++i) {
-        const ProtectedBuffer& b = buffers.at(which[i]);
-        if (sources[i].size() != b.bytes)
-            throw Error("restore of buffer '" + b.name + "': " + std::to_string(sources[i].size()) +
-                        " bytes for a buffer of " + std::to_string(b.bytes));
-        chunks.push_back({which[i], 0, b.bytes, sources[i].data()});
-    }
-    // After everything the trainer enqueued (an abandoned step's kernels may still run).
-    copier.mark_state_ready(as_stream(compute_stream));
-    copier.restore(chunks);
-#else
-    throw Error("restore_device_buffers: built without CUDA");
-#endif
+    device.restore(buffers, which, sources);
 }
 
-std::vector<std::byte> Runtime::Impl::read_device_buffer(std::size_t b) {
-    std::vector<std::byte> host(buffers.at(b).bytes);
-#if FLASHREC_WITH_CUDA
-    gpu::DeviceSnapshotCopier copier = live_copier(buffers);
-    copier.mark_state_ready(as_stream(compute_stream));
-    const ft::SaveChunk chunk{b, 0, host.size(), host.data()};
-    copier.start(std::span(&chunk, 1));
-    copier.wait();
-#else
-    throw Error("read_device_buffer: built without CUDA");
-#endif
-    return host;
-}
+std::vector<std::byte> Runtime::Impl::read_device_buffer(std::size_t b) { return device.read(buffers, b); }
 
 void Runtime::Impl::restore_checkpoint(const std::string& role_key, std::int64_t version) {
     if (!has_device_buffers()) {
@@ -251,47 +159,15 @@ void Runtime::Impl::restore_checkpoint(const std::string& role_key, std::int64_t
     restore_device_buffers(which, sources);
 }
 
-void Runtime::Impl::abort_device_collectives() noexcept {
-#if FLASHREC_WITH_CUDA
-    if (device) device->dp.abort();
-#endif
-}
+void Runtime::Impl::abort_device_collectives() noexcept { device.abort(); }
 
 bool Runtime::Impl::device_reduce_scatter(std::span<const float> grads, std::span<float> shard) {
-    const void* probe = grads.empty() ? static_cast<const void*>(shard.data()) : grads.data();
-    if (!is_device_pointer(probe)) return false;
-#if FLASHREC_WITH_CUDA
-    if (!shard.empty() && !is_device_pointer(shard.data()))
-        throw Error("reduce_scatter: the gradients are in device memory, the shard is not");
-    guarded_on_device(*this, [&] {
-        device->dp.prepare(dp, static_cast<std::uint64_t>(epoch), gpu::device_memory_of(probe), deadline());
-        device->dp.reduce_scatter(grads.data(), grads.size(), shard.data(), as_stream(compute_stream));
-    });
-#endif
-    return true;
+    return device.reduce_scatter(device_step(), grads, shard);
 }
 
-bool Runtime::Impl::device_allgather(std::span<float> full) {
-    if (!is_device_pointer(full.data())) return false;
-#if FLASHREC_WITH_CUDA
-    guarded_on_device(*this, [&] {
-        device->dp.prepare(dp, static_cast<std::uint64_t>(epoch), gpu::device_memory_of(full.data()), deadline());
-        device->dp.allgather(full.data(), full.size(), as_stream(compute_stream));
-    });
-#endif
-    return true;
-}
+bool Runtime::Impl::device_allgather(std::span<float> full) { return device.allgather(device_step(), full); }
 
-bool Runtime::Impl::device_allreduce(std::span<float> data) {
-    if (!is_device_pointer(data.data())) return false;
-#if FLASHREC_WITH_CUDA
-    guarded_on_device(*this, [&] {
-        device->dp.prepare(dp, static_cast<std::uint64_t>(epoch), gpu::device_memory_of(data.data()), deadline());
-        device->dp.allreduce(data.data(), data.size(), as_stream(compute_stream));
-    });
-#endif
-    return true;
-}
+bool Runtime::Impl::device_allreduce(std::span<float> data) { return device.allreduce(device_step(), data); }
 
 // ---------------------------------------------------------------------------------------------
 
@@ -367,7 +243,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         node_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] =
             active_nodes[static_cast<size_t>(p)];
     if (world_rank < shape.size()) role_index = role_of_process[static_cast<size_t>(world_rank)];
-    for (int r = shape.size(); r < universe.size(); ++r) spare_ranks.push_back(r);
+    spare_pool.assign_range(shape.size(), universe.size());
 
     config::Fault me;
     if (role_index >= 0) {
@@ -455,8 +331,15 @@ void Runtime::Impl::emit(const nlohmann::json& record, bool before_exit) {
 void Runtime::Impl::retire_protection() {
     if (!protection) return;
     protection->abort();
-    retired.push_back(std::move(protection));
-    clean_steps = 0;
+    quarantine.epoch_aborted();
+    quarantine.hold(std::move(protection));
+}
+
+std::vector<ft::ProtectedRegion> Runtime::Impl::regions() const {
+    std::vector<ft::ProtectedRegion> regions;
+    for (const auto& b : buffers)
+        regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
+    return regions;
 }
 
 void Runtime::Impl::revoke_all() noexcept {
@@ -496,21 +379,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                 "no HDF5 checkpoints will be written");
         return;
     }
-    std::vector<ft::ProtectedRegion> regions;
-    for (const auto& b : buffers)
-        regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
-#if FLASHREC_WITH_CUDA
-    if (has_device_buffers() && !device_copier) {
-        // Kept across repairs like the own store it pins (StorePool keeps it mapped while this
-        // process has its role), and used by one Protection at a time: an aborted one's thread
-        // is joined before the next starts.
-        std::vector<ft::LiveRegion> live;
-        for (const auto& b : buffers) live.push_back({b.data, b.bytes});
-        gpu::DeviceSnapshotCopier::Options options;
-        options.device = state_device(buffers);
-        device_copier = std::make_shared<gpu::DeviceSnapshotCopier>(std::move(live), options);
-    }
-#endif
+    std::vector<ft::ProtectedRegion> regions = this->regions();
     const bool node_aware = cfg.protection.placement == "node-aware";
     const int k = cfg.protection.replicas;
     ft::ProtectionSetup setup;
@@ -564,18 +433,18 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                                       deserialize(theirs.substr(theirs.find('\n') + 1))});
     }
     // Stores of pairs that no longer exist are unmapped once transfers of the aborted epoch
-    // cannot touch them any more (with `retired`); their segments stay until the job ends.
-    for (auto& dropped : stores->keep_only(keys)) retired_stores.push_back(std::move(dropped));
+    // cannot touch them any more (the quarantine); their segments stay until the job ends.
+    for (auto& dropped : stores->keep_only(keys)) quarantine.hold(std::move(dropped));
     setup.regions = std::move(regions);
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
-    setup.copier = device_copier;  // null: Protection copies host buffers with memcpy
-    setup.after_abort = !retired.empty();  // its matched receives may still write
+    setup.copier = device.snapshot_copier(buffers);  // null: Protection copies host buffers with memcpy
+    setup.after_abort = quarantine.after_abort();  // its matched receives may still write
     setup.thread_nice = cfg.protection.thread_nice;
     setup.pool = stores;
     // A repair (in-job or a warm relaunch: a plan is being adopted) makes the stores of new
     // pairs on the protection thread, off the way back into the loop; a job's start makes
     // them here, so that a /dev/shm too small fails before the first step.
-    setup.open_new_stores_in_background = last_plan.has_value();
+    setup.open_new_stores_in_background = last_recovery.has_value();
     protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
     if (role_index == 0 && epoch == 0) {
         // From the layouts: after a warm relaunch the stores are opened in the background.
@@ -592,7 +461,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         log(line);
     }
     // A snapshot of device state waits (on the GPU) for the work enqueued so far.
-    if (has_device_buffers()) protection->setup().copier->state_ready(compute_stream);
+    if (has_device_buffers()) protection->setup().copier->state_ready(device.stream());
     protection->start_snapshot(version, epoch, std::move(scope));
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(checkpoint_comm));
     else checkpointer = std::make_unique<runtime::Checkpointer>(
@@ -656,9 +525,7 @@ std::string Runtime::Impl::store_prefix() const {
 }
 
 void Runtime::Impl::finish_loop() {
-#if FLASHREC_WITH_CUDA
-    if (device && device->dp.ready()) guarded_on_device(*this, [&] { device->dp.finalize(); });
-#endif
+    device.finalize(device_step());
     guarded([&] {
         if (protection) protection->wait();
         if (checkpointer) checkpointer->finish();
@@ -672,7 +539,7 @@ void Runtime::Impl::finish_loop() {
     if (!abandoned && role_index == 0) emit_job_stats(shm_bytes, snapshot, totals, snapshots);
     if (!abandoned && role_index == 0) {
         try {
-            spares::release(universe, spare_ranks);
+            spare_pool.release_all(universe);
         } catch (const Error& e) {
             log(std::string("could not release the hot spares: ") + e.what());
         }
@@ -705,7 +572,7 @@ void Runtime::Impl::checkpoint_and_leave() {
         log("checkpoint for requeue: step " + std::to_string(step) + " written to " + cfg.checkpoint.dir +
             "; leaving so that the requeued job resumes from it");
         try {
-            spares::release(universe, spare_ranks);
+            spare_pool.release_all(universe);
         } catch (const Error& e) {
             log(std::string("could not release the hot spares: ") + e.what());
         }
@@ -770,8 +637,7 @@ Runtime::~Runtime() {
     try {
         const std::string me = topology::role_key(im.coord());
         im.retire_protection();
-        im.retired.clear();
-        im.retired_readers.clear();
+        im.quarantine.release();
         ft::unlink_snapshot(im.cfg.job.name, im.store_prefix() + me);
         for (int r : im.held_roles)
             ft::unlink_snapshot(im.cfg.job.name, im.store_prefix() + ft::peer_role_key(
@@ -865,7 +731,7 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DT
                 throw Error("protect: buffer '" + name + "' is on CUDA device " + std::to_string(device) +
                             " and buffer '" + b.name + "' on device " + std::to_string(b.device) +
                             ": a process's device buffers must all be on one device");
-        if (!impl_->device) impl_->device.reset(new DeviceSide);
+        impl_->device.enable();
     }
 #endif
     impl_->buffers.push_back({name, data, bytes, type, kind, device});
@@ -873,8 +739,8 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DT
 
 void Runtime::set_compute_stream(void* cuda_stream) {
 #if FLASHREC_WITH_CUDA
-    impl_->compute_stream = cuda_stream;
-    if (!impl_->device) impl_->device.reset(new DeviceSide);
+    impl_->device.set_stream(cuda_stream);
+    impl_->device.enable();
 #else
     (void)cuda_stream;
     throw Error("set_compute_stream: this flashrec was built without CUDA (FLASHREC_WITH_CUDA=OFF)");
@@ -923,7 +789,7 @@ std::int64_t Runtime::loop_start() {
         // This process took a dead role: its state arrives from the survivors.
         im.receive_restore();
         im.finish_recovery();
-        if (im.last_plan && im.last_plan->initial) im.protect_first_version();
+        if (im.last_recovery && im.last_recovery->plan.initial) im.protect_first_version();
     } else if (im.relaunched) {
         im.warm_restore();
         if (std::getenv(ft::env::kCheckpointAndExit)) im.checkpoint_and_leave();
@@ -952,11 +818,11 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     auto& im = *impl_;
     if (im.abandoned) {
         im.recover();
-        if (im.role_index >= 0 && im.last_plan && im.last_plan->initial) im.protect_first_version();
+        if (im.role_index >= 0 && im.last_recovery && im.last_recovery->plan.initial) im.protect_first_version();
         im.enter(Phase::forward, im.step);
         return im.step;
     }
-    if (im.last_plan) im.emit_recovery_record();  // the first step after a repair is done
+    if (im.last_recovery) im.emit_recovery_record();  // the first step after a repair is done
     const auto now = Clock::now();
     im.stats.step_ms.push_back(std::chrono::duration<double, std::milli>(now - im.stats.step_start).count());
     im.stats.step_start = now;
@@ -967,7 +833,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     }
     if (im.protection) {
         // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
-        if (im.has_device_buffers()) im.protection->setup().copier->state_ready(im.compute_stream);
+        if (im.has_device_buffers()) im.protection->setup().copier->state_ready(im.device.stream());
         im.protection->start_snapshot(im.step, im.epoch);
     }
     im.enter(Phase::forward, im.step);
@@ -1067,12 +933,7 @@ bool Step::begin_update() {
     im.guarded([&] {
         if (!im.protection) return;
         im.stats.exposed_wait_ms.push_back(im.protection->wait() * 1e3);
-        if (!im.retired.empty() && ++im.clean_steps >= 3) {
-            im.retired.clear();  // transfers of an aborted epoch are long over
-            im.retired_readers.clear();
-            im.retired_stores.clear();
-            im.staging.clear();
-        }
+        im.quarantine.clean_step();  // transfers of an aborted epoch end a few steps later
     });
     // The one synchronization point: nobody mutates state for this step unless every active
     // role reached it alive (a failure anywhere abandons the step everywhere).

@@ -1,7 +1,9 @@
 #include "flashrec/spares/spares.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "flashrec/errors.hpp"
@@ -85,6 +87,45 @@ ft::Comm join_parents() {
     MPI_Comm_free(&parent);
     ft::check(rc, "MPI_Intercomm_merge", MPI_COMM_WORLD, "parent");
     return ft::Comm::adopt(merged, "universe");
+}
+
+Replacements replacements_for(int dead_roles, int idle_spares, bool spawn) {
+    Replacements r;
+    r.to_spawn = spawn ? std::max(0, dead_roles - idle_spares) : 0;
+    r.kind = dead_roles == 0 ? "none"
+             : r.to_spawn == 0 ? "hot"
+             : r.to_spawn == dead_roles ? "spawned"
+                                        : "hot+spawned";
+    return r;
+}
+
+SpawnCommand spawn_command(const std::vector<std::string>& start_args, const std::string& exe,
+                           const char* spare_host, bool virtual_nodes, int nodes, const std::string& this_node) {
+    SpawnCommand c;
+    c.argv = start_args;
+    c.argv[0] = exe;
+    const std::string node = spare_host ? spare_host : virtual_nodes ? "node" + std::to_string(nodes) : this_node;
+    c.argv.push_back("--flashrec-node");
+    c.argv.push_back(node);
+    c.host = spare_host ? spare_host : "";
+    return c;
+}
+
+std::string this_executable() {
+    char exe[4096] = {};
+    if (readlink("/proc/self/exe", exe, sizeof exe - 1) > 0) return exe;
+    return "/proc/self/exe";
+}
+
+void Pool::assign(const std::vector<int>& role_of_process) {
+    ranks_.clear();
+    for (std::size_t p = 0; p < role_of_process.size(); ++p)
+        if (role_of_process[p] < 0) ranks_.push_back(static_cast<int>(p));
+}
+
+void Pool::assign_range(int first, int end) {
+    ranks_.clear();
+    for (int r = first; r < end; ++r) ranks_.push_back(r);
 }
 
 }  // namespace flashrec::spares

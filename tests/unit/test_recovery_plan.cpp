@@ -187,3 +187,25 @@ TEST_CASE("warm relaunch: a role restored in place is never a source") {
     CHECK(plan.replacements[1].replicated_from == 2);
     CHECK(plan.replacements[1].payload_from == 3);
 }
+
+TEST_CASE("the outcome for each process: survivors keep their role, the spare that takes one is recovered") {
+    const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
+                                      survivor(3, 10, 9, 1, 10, 9), spare(7), spare(8)};
+    const Plan plan = make_plan(shape, reports);
+    REQUIRE(plan.role_of_process == std::vector<int>{0, 2, 3, 1, -1});
+    const Outcome kept = outcome_of(plan, 1, 2, "hot");
+    CHECK(kept.role == 2);
+    CHECK(kept.part == Part::survivor);
+    CHECK(kept.tier == 1);
+    CHECK(kept.replacement == "hot");
+    CHECK(kept.plan.version == 10);
+    const Outcome taken = outcome_of(plan, 3, -1, "hot");
+    CHECK(taken.role == 1);
+    CHECK(taken.part == Part::recovered);
+    const Outcome parked = outcome_of(plan, 4, -1, "hot");
+    CHECK(parked.role == -1);
+    CHECK(parked.part == Part::spare);
+    Plan from_hdf5 = plan;
+    from_hdf5.from_checkpoint = true;
+    CHECK(outcome_of(from_hdf5, 0, 0, "hot").tier == 3);
+}

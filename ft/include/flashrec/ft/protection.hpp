@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,9 +31,18 @@ struct ProtectedRegion {
     bool replicate = false;  // sent to ring successors (sharded and envelope state)
 };
 
-// The part of `regions` a role sends to its ring successors.
+// The replica format, both directions. A role's payload, the part of `regions` it sends to its
+// ring successors and they keep, is its `replicate` regions in registration order; a message
+// of region r travels on tag payload_index(regions)[r].
 SnapshotLayout payload_layout(const std::vector<ProtectedRegion>& regions);
 SnapshotLayout full_layout(const std::vector<ProtectedRegion>& regions);
+// Region r's index in the payload, or -1 for a region the payload does not carry.
+std::vector<int> payload_index(const std::vector<ProtectedRegion>& regions);
+// A held replica (a committed view of a payload layout) read back by region: region r's bytes,
+// or an empty span for a region the payload does not carry. CorruptState if the view is not
+// the payload of `regions` (a buffer's name or size differs).
+std::vector<std::span<const std::byte>> payload_by_region(const SnapshotView& replica,
+                                                          const std::vector<ProtectedRegion>& regions);
 
 struct RingPeer {
     int rank = -1;               // in the replication communicator

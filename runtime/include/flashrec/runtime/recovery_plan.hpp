@@ -72,4 +72,24 @@ struct Plan {
 enum class Mode { in_job, relaunch };
 Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports, Mode mode = Mode::in_job);
 
+// This process's part in the job a recovery leaves. (Whether the state restored is the job's
+// initial one is the plan's: Plan::initial.)
+enum class Part {
+    survivor,   // kept its role: restores its own snapshot and sends the replacements theirs
+    recovered,  // took a dead role: its state arrives from the survivors (or the checkpoint)
+    spare,      // holds no role: parks again
+};
+
+// What one recovery decided for one process, applied in one place (Runtime::Impl::apply).
+struct Outcome {
+    Plan plan;
+    int role = -1;              // this process's role index from now on (-1: a spare)
+    Part part = Part::spare;
+    int tier = 1;               // 1: from memory, in the job; 2: warm relaunch; 3: HDF5 checkpoint
+    std::string replacement;    // who took the dead roles: none | hot | spawned | hot+spawned | relaunch
+};
+// The outcome of an in-job plan for the process at `process` (its rank in the new universe)
+// that held role `current_role` (-1: a spare or a new process). Pure.
+Outcome outcome_of(Plan plan, int process, int current_role, std::string replacement);
+
 }  // namespace flashrec::recovery

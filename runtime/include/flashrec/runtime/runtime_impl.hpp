@@ -15,13 +15,16 @@
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/protection.hpp"
+#include "flashrec/ft/quarantine.hpp"
 #include "flashrec/ft/records.hpp"
 #include "flashrec/ft/watchdog.hpp"
 #include "flashrec/runtime/checkpointing.hpp"
 #include "flashrec/runtime/recovery_plan.hpp"
 #include "flashrec/runtime/config.hpp"
+#include "flashrec/runtime/device_path.hpp"
 #include "flashrec/runtime/fault_injector.hpp"
 #include "flashrec/runtime/topology.hpp"
+#include "flashrec/spares/spares.hpp"
 
 namespace flashrec {
 
@@ -33,22 +36,6 @@ struct MpiSession {
     ~MpiSession();
     MpiSession(const MpiSession&) = delete;
     MpiSession& operator=(const MpiSession&) = delete;
-};
-
-struct ProtectedBuffer {
-    std::string name;
-    void* data;
-    std::size_t bytes;
-    DType type;
-    Redundancy kind;
-    int device = -1;  // CUDA device of a buffer in device memory; -1: host memory
-};
-
-// The GPU path's state (runtime.cpp, only with CUDA): the NCCL collectives of the DP group.
-// Null on the CPU path, which never touches it.
-struct DeviceSide;
-struct DeviceSideDeleter {
-    void operator()(DeviceSide* side) const noexcept;
 };
 
 struct Runtime::Impl {
@@ -65,7 +52,7 @@ struct Runtime::Impl {
     std::vector<int> node_of_role;  // node ids, equal = same node
     std::vector<std::string> start_args;  // as started: what a spawned replacement runs
     std::int64_t process_id = 0; // stable across repairs: hot spares are used in this order
-    std::vector<int> spare_ranks;   // parked hot spares, as ranks in `universe`
+    spares::Pool spare_pool;     // parked hot spares, as ranks in `universe`
     int epoch = 0;               // topology epoch: +1 per repair
 
     ft::Comm universe;           // every live process: actives and hot spares
@@ -75,18 +62,15 @@ struct Runtime::Impl {
     ft::Comm checkpoint_comm;    // dup of work for the checkpointer (handed to it)
 
     std::unique_ptr<ft::Protection> protection;
-    // Protection objects and snapshot readers of an aborted epoch: their buffers may still be
-    // the target or source of MPI transfers matched before the revoke, so they are freed only
-    // after several clean steps.
-    std::vector<std::unique_ptr<ft::Protection>> retired;
-    std::vector<std::unique_ptr<ft::SnapshotReader>> retired_readers;
-    std::vector<std::shared_ptr<ft::SnapshotStore>> retired_stores;  // dropped from `stores`
+    // What transfers of an aborted epoch may still read or write: retired Protection objects,
+    // the snapshot readers and stores restores were sent from, replacements' staging buffers
+    // and the restore transfers themselves. Freed after several clean steps.
+    ft::Quarantine quarantine;
     // The snapshot stores of this process, kept mapped across repairs (docs/snapshots.md).
     std::shared_ptr<ft::StorePool> stores = std::make_shared<ft::StorePool>();
-    // The GPU path's snapshot copier, kept across repairs with the own store it pins.
-    std::shared_ptr<ft::RegionCopier> device_copier;
-    int clean_steps = 0;
     void retire_protection();
+    // The registered buffers as the protection sees them (ft's replica format is over these).
+    std::vector<ft::ProtectedRegion> regions() const;
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
     std::unique_ptr<runtime::Checkpointer> checkpointer;
     ft::Watchdog watchdog;
@@ -101,9 +85,8 @@ struct Runtime::Impl {
         void begin();
         void mark(const std::string& phase);
     } timeline;
-    std::optional<recovery::Plan> last_plan;   // reported after the first step that follows it
-    std::string replacement_kind = "spawned";  // hot | spawned | hot+spawned | none | relaunch
-    int tier = 1;                              // 1: from memory; 3: from the HDF5 checkpoint
+    // The last recovery's outcome, reported after the first step that follows it.
+    std::optional<recovery::Outcome> last_recovery;
     bool restore_pending = false;              // this process took a dead role: loop_start restores
     std::int64_t restore_version = -1;
     // What the job-end summary reports (DP rank 0 prints it as a "job_stats" event).
@@ -118,12 +101,11 @@ struct Runtime::Impl {
     std::vector<ProtectedBuffer> buffers;
     runtime::FaultInjector faults;
 
-    // GPU path (runtime.cpp). Every function below leaves host buffers to the CPU path's
-    // code (memcpy, MPI straight into the buffer) exactly as without CUDA.
-    std::unique_ptr<DeviceSide, DeviceSideDeleter> device;  // made by protect()/set_compute_stream
-    void* compute_stream = nullptr;                          // cudaStream_t
-    std::vector<std::vector<std::byte>> staging;  // replacements' receive buffers for device state:
-                                                  // kept like retired_readers (MPI may still write)
+    // GPU path (runtime::DevicePath; the functions below bind it to this process's buffers and
+    // step). Every one of them leaves host buffers to the CPU path's code (memcpy, MPI straight
+    // into the buffer) exactly as without CUDA.
+    runtime::DevicePath device;  // enabled by protect() (a device buffer) / set_compute_stream
+    runtime::DevicePath::Step device_step();
     bool has_device_buffers() const;
     // Whether `data` is device memory: false at once on the CPU path (no CUDA call).
     bool is_device_pointer(const void* data) const;
@@ -191,7 +173,15 @@ struct Runtime::Impl {
     void recover();                        // survivors and woken hot spares
     void recovery_epoch();
     void join_as_spawned();                // a spawned replacement, from the constructor
-    void adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports);
+    // Plans the repair from every live process's report and returns this process's outcome
+    // (or ends the job: no spare left; throws ShardLost: no state anywhere, no checkpoint).
+    recovery::Outcome decide(int me, const std::vector<recovery::Report>& reports, std::string replacement);
+    // The one place a recovery's outcome changes this process: role, membership, spare pool,
+    // control-plane registration, the faults a new holder of a role takes over.
+    void apply(ft::Comm next_universe, recovery::Outcome outcome);
+    // decide + apply, then rebuild the communicators and restore.
+    void adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports,
+                    std::string replacement);
     void send_restore(const recovery::Plan& plan);
     void receive_restore();                // a replacement, from loop_start
     void finish_recovery();                // everyone: restored-agree, protection, resume

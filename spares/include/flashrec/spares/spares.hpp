@@ -25,4 +25,42 @@ bool was_spawned();
 // Child side: the merged communicator the parents got from spawn_and_merge.
 ft::Comm join_parents();
 
+// ---- the pool: who takes dead roles, and the hot spares parked now ----------------------
+
+// Who takes a repair's dead roles: idle hot spares first, spawned processes for the rest (when
+// recovery.spawn is on). `kind` is what the recovery record reports: "none" (nobody died: a
+// step the trainer abandoned), "hot", "spawned" or "hot+spawned". Pure.
+struct Replacements {
+    int to_spawn = 0;
+    std::string kind;
+};
+Replacements replacements_for(int dead_roles, int idle_spares, bool spawn);
+
+// What a spawned replacement runs and where: `exe` with the job's arguments (start_args[0]
+// replaced) and `--flashrec-node <node>`, on `spare_host` when given (FLASHREC_SPARE_HOST),
+// else on a virtual-node job on the node after the last ("node<nodes>"), else on this node.
+struct SpawnCommand {
+    std::vector<std::string> argv;
+    std::string host;  // empty: wherever the launcher has room
+};
+SpawnCommand spawn_command(const std::vector<std::string>& start_args, const std::string& exe,
+                           const char* spare_host, bool virtual_nodes, int nodes, const std::string& this_node);
+// This process's executable (/proc/self/exe resolved), or "/proc/self/exe" if it cannot be read.
+std::string this_executable();
+
+// The hot spares parked now, as ranks of the job's `universe`.
+class Pool {
+public:
+    // After a repair: every process the plan gave no role (role_of_process[p] < 0).
+    void assign(const std::vector<int>& role_of_process);
+    // At the job's start: ranks [first, end) of `universe`.
+    void assign_range(int first, int end);
+    const std::vector<int>& ranks() const { return ranks_; }
+    // The job ended: the leader releases every parked spare (see release() above).
+    void release_all(const ft::Comm& universe) const { release(universe, ranks_); }
+
+private:
+    std::vector<int> ranks_;
+};
+
 }  // namespace flashrec::spares

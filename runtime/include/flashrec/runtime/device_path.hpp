@@ -1,0 +1,90 @@
+// The runtime's GPU path (docs/gpu.md), owned by Runtime::Impl: NCCL collectives of the DP
+// group, the trainer's compute stream, and the snapshot copier of device state. Host buffers
+// never come this way: each function leaves them to the CPU path's code (memcpy, MPI straight
+// into the buffer), which is the same with or without CUDA. Until enable() (a device buffer or
+// a compute stream registered) it makes no CUDA call; built without CUDA it never is enabled.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flashrec/ft/comm.hpp"
+#include "flashrec/ft/region_copier.hpp"
+#include "flashrec/types.hpp"
+
+namespace flashrec {
+
+// A buffer the trainer registered with protect().
+struct ProtectedBuffer {
+    std::string name;
+    void* data;
+    std::size_t bytes;
+    DType type;
+    Redundancy kind;
+    int device = -1;  // CUDA device of a buffer in device memory; -1: host memory
+};
+
+}  // namespace flashrec
+
+namespace flashrec::runtime {
+
+class DevicePath {
+public:
+    // What a step collective on device memory needs from the step: the DP group of this
+    // epoch, its deadline, whether the step is abandoned already (then nothing runs), and what
+    // to do when a peer fails (abandon the step).
+    struct Step {
+        const ft::Comm& dp;
+        int epoch;
+        std::chrono::steady_clock::time_point deadline;
+        bool abandoned;
+        std::function<void(const std::exception&)> on_failure;
+    };
+
+    DevicePath();
+    ~DevicePath();
+    DevicePath(const DevicePath&) = delete;
+    DevicePath& operator=(const DevicePath&) = delete;
+
+    // The process uses CUDA for its state: protect() found a device buffer, or the trainer set a
+    // compute stream. Throws flashrec::Error when built without CUDA.
+    void enable();
+    void set_stream(void* cuda_stream) { stream_ = cuda_stream; }
+    void* stream() const { return stream_; }  // cudaStream_t; nullptr: CUDA's default stream
+    // Whether `data` is device memory: false at once when not enabled (no CUDA call).
+    bool is_device_pointer(const void* data) const;
+
+    // Copies host bytes into the live buffers: sources[i] into buffers[which[i]] (device
+    // buffers), on the GPU, after the compute stream's work. Waits until they are in place.
+    void restore(const std::vector<ProtectedBuffer>& buffers, const std::vector<std::size_t>& which,
+                 const std::vector<std::span<const std::byte>>& sources);
+    // Buffer b's live bytes, copied to the host (after the compute stream's work).
+    std::vector<std::byte> read(const std::vector<ProtectedBuffer>& buffers, std::size_t b);
+    // The copier a Protection uses for `buffers` when some are device memory (null when none
+    // are): made once, then kept across repairs like the own store it pins.
+    std::shared_ptr<ft::RegionCopier> snapshot_copier(const std::vector<ProtectedBuffer>& buffers);
+
+    // The job is failing: abort NCCL and tell the DP peers' NCCL waits. Never throws.
+    void abort() noexcept;
+    // Step collectives; false (nothing done) when `data` is host memory. A failure seen by MPI
+    // or NCCL (a peer gone, an abort) goes to step.on_failure; an NcclError that is not a peer
+    // failure and a CudaError propagate (this process cannot go on; its peers recover from its exit).
+    bool reduce_scatter(const Step& step, std::span<const float> grads, std::span<float> shard);
+    bool allgather(const Step& step, std::span<float> full);
+    bool allreduce(const Step& step, std::span<float> data);
+    // End of the loop: NCCL's communicator is finalized (if one was made).
+    void finalize(const Step& step);
+
+private:
+    struct Side;  // with CUDA: the NCCL collectives of the DP group
+    std::unique_ptr<Side> side_;
+    void* stream_ = nullptr;
+    std::shared_ptr<ft::RegionCopier> copier_;
+};
+
+}  // namespace flashrec::runtime

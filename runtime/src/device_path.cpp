@@ -1,0 +1,208 @@
+// The runtime's GPU path (device_path.hpp). Everything CUDA-specific of the runtime is here.
+#include "flashrec/runtime/device_path.hpp"
+
+#include <algorithm>
+
+#include "flashrec/errors.hpp"
+
+#if FLASHREC_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "flashrec/gpu/cuda_check.hpp"
+#include "flashrec/gpu/dp_collectives.hpp"
+#include "flashrec/gpu/handles.hpp"
+#include "flashrec/gpu/snapshot_copier.hpp"
+#endif
+
+namespace flashrec::runtime {
+
+#if FLASHREC_WITH_CUDA
+struct DevicePath::Side {
+    gpu::DeviceDpCollectives dp;  // NCCL over the DP group, rebuilt after every repair
+};
+#else
+struct DevicePath::Side {};
+#endif
+
+DevicePath::DevicePath() = default;
+DevicePath::~DevicePath() = default;
+
+#if FLASHREC_WITH_CUDA
+namespace {
+
+int state_device(const std::vector<ProtectedBuffer>& buffers) {
+    for (const auto& b : buffers)
+        if (b.device >= 0) return b.device;
+    return -1;
+}
+
+// A copier over every registered buffer for the step loop's own copies (restore, checksum):
+// no pinning, since its host memory is short-lived.
+gpu::DeviceSnapshotCopier live_copier(const std::vector<ProtectedBuffer>& buffers) {
+    std::vector<ft::LiveRegion> regions;
+    for (const auto& b : buffers) regions.push_back({b.data, b.bytes});
+    gpu::DeviceSnapshotCopier::Options options;
+    options.device = state_device(buffers);
+    options.pin_destinations = false;
+    return gpu::DeviceSnapshotCopier(std::move(regions), options);
+}
+
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+// Runs a step's collective on device memory: a failure seen by MPI or by NCCL (a peer gone,
+// an abort) abandons the step, like Impl::guarded for the MPI collectives. An NcclError that
+// is not a peer failure (a bug, a local CUDA problem) and a CudaError propagate: this process
+// cannot go on, and its peers recover from its exit.
+template <class F>
+void guarded_on_device(bool abandoned, const std::function<void(const std::exception&)>& on_failure,
+                       F&& collective) {
+    if (abandoned) return;
+    try {
+        collective();
+    } catch (const MpiError& e) {
+        on_failure(e);
+    } catch (const DeadlineExceeded& e) {
+        on_failure(e);  // the failure channel's agreement: a peer is stuck or gone
+    } catch (const gpu::NcclError& e) {
+        if (!e.peer_failure()) throw;
+        on_failure(e);
+    }
+}
+
+}  // namespace
+#endif
+
+void DevicePath::enable() {
+#if FLASHREC_WITH_CUDA
+    if (!side_) side_ = std::make_unique<Side>();
+#else
+    throw Error("the GPU path: this flashrec was built without CUDA (FLASHREC_WITH_CUDA=OFF)");
+#endif
+}
+
+bool DevicePath::is_device_pointer(const void* data) const {
+#if FLASHREC_WITH_CUDA
+    if (!side_ || data == nullptr) return false;  // the CPU path makes no CUDA call
+    return gpu::device_memory_of(data) >= 0;
+#else
+    (void)data;
+    return false;
+#endif
+}
+
+void DevicePath::restore(const std::vector<ProtectedBuffer>& buffers, const std::vector<std::size_t>& which,
+                         const std::vector<std::span<const std::byte>>& sources) {
+    if (which.empty()) return;
+    if (which.size() != sources.size()) throw Error("restore_device_buffers: one source per buffer");
+#if FLASHREC_WITH_CUDA
+    gpu::DeviceSnapshotCopier copier = live_copier(buffers);
+    std::vector<ft::RestoreChunk> chunks;
+    for (std::size_t i = 0; i < which.size(); ++i) {
+        const ProtectedBuffer& b = buffers.at(which[i]);
+        if (sources[i].size() != b.bytes)
+            throw Error("restore of buffer '" + b.name + "': " + std::to_string(sources[i].size()) +
+                        " bytes for a buffer of " + std::to_string(b.bytes));
+        chunks.push_back({which[i], 0, b.bytes, sources[i].data()});
+    }
+    // After everything the trainer enqueued (an abandoned step's kernels may still run).
+    copier.mark_state_ready(as_stream(stream_));
+    copier.restore(chunks);
+#else
+    (void)buffers;
+    throw Error("restore_device_buffers: built without CUDA");
+#endif
+}
+
+std::vector<std::byte> DevicePath::read(const std::vector<ProtectedBuffer>& buffers, std::size_t b) {
+    std::vector<std::byte> host(buffers.at(b).bytes);
+#if FLASHREC_WITH_CUDA
+    gpu::DeviceSnapshotCopier copier = live_copier(buffers);
+    copier.mark_state_ready(as_stream(stream_));
+    const ft::SaveChunk chunk{b, 0, host.size(), host.data()};
+    copier.start(std::span(&chunk, 1));
+    copier.wait();
+#else
+    throw Error("read_device_buffer: built without CUDA");
+#endif
+    return host;
+}
+
+std::shared_ptr<ft::RegionCopier> DevicePath::snapshot_copier(const std::vector<ProtectedBuffer>& buffers) {
+#if FLASHREC_WITH_CUDA
+    const bool any = std::any_of(buffers.begin(), buffers.end(), [](const ProtectedBuffer& b) { return b.device >= 0; });
+    if (any && !copier_) {
+        // Kept across repairs like the own store it pins (StorePool keeps it mapped while this
+        // process has its role), and used by one Protection at a time: an aborted one's thread
+        // is joined before the next starts.
+        std::vector<ft::LiveRegion> live;
+        for (const auto& b : buffers) live.push_back({b.data, b.bytes});
+        gpu::DeviceSnapshotCopier::Options options;
+        options.device = state_device(buffers);
+        copier_ = std::make_shared<gpu::DeviceSnapshotCopier>(std::move(live), options);
+    }
+#else
+    (void)buffers;
+#endif
+    return copier_;
+}
+
+void DevicePath::abort() noexcept {
+#if FLASHREC_WITH_CUDA
+    if (side_) side_->dp.abort();
+#endif
+}
+
+bool DevicePath::reduce_scatter(const Step& step, std::span<const float> grads, std::span<float> shard) {
+    const void* probe = grads.empty() ? static_cast<const void*>(shard.data()) : grads.data();
+    if (!is_device_pointer(probe)) return false;
+#if FLASHREC_WITH_CUDA
+    if (!shard.empty() && !is_device_pointer(shard.data()))
+        throw Error("reduce_scatter: the gradients are in device memory, the shard is not");
+    guarded_on_device(step.abandoned, step.on_failure, [&] {
+        side_->dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(probe), step.deadline);
+        side_->dp.reduce_scatter(grads.data(), grads.size(), shard.data(), as_stream(stream_));
+    });
+#else
+    (void)step;
+#endif
+    return true;
+}
+
+bool DevicePath::allgather(const Step& step, std::span<float> full) {
+    if (!is_device_pointer(full.data())) return false;
+#if FLASHREC_WITH_CUDA
+    guarded_on_device(step.abandoned, step.on_failure, [&] {
+        side_->dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(full.data()),
+                          step.deadline);
+        side_->dp.allgather(full.data(), full.size(), as_stream(stream_));
+    });
+#else
+    (void)step;
+#endif
+    return true;
+}
+
+bool DevicePath::allreduce(const Step& step, std::span<float> data) {
+    if (!is_device_pointer(data.data())) return false;
+#if FLASHREC_WITH_CUDA
+    guarded_on_device(step.abandoned, step.on_failure, [&] {
+        side_->dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(data.data()),
+                          step.deadline);
+        side_->dp.allreduce(data.data(), data.size(), as_stream(stream_));
+    });
+#else
+    (void)step;
+#endif
+    return true;
+}
+
+void DevicePath::finalize(const Step& step) {
+#if FLASHREC_WITH_CUDA
+    if (side_ && side_->dp.ready())
+        guarded_on_device(step.abandoned, step.on_failure, [&] { side_->dp.finalize(); });
+#else
+    (void)step;
+#endif
+}
+
+}  // namespace flashrec::runtime
