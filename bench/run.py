@@ -280,7 +280,7 @@ def run_control_plane(s, build):
     script = optional_entry("control_plane")
     if not script:
         return s.skip("control_plane", "bench/control_plane/ does not exist (yet)")
-    missing = [t for t, path in (("flashrec-launch", os.path.join(build, "runtime", "launcher", "flashrec-launch")),
+    missing = [t for t, path in (("flashrec-launch", os.path.join(build, "launcher", "flashrec-launch")),
                                  ("bench_heartbeat_cost", os.path.join(build, "bench", "control_plane",
                                                                        "bench_heartbeat_cost")))
                if not os.access(path, os.X_OK)]

@@ -13,7 +13,7 @@ mkdir -p "$out"
 "$here/scripts/setup.sh"
 cmake -S "$here" -B "$build" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target mlp_trainer flashrec-launch >/dev/null
-launch=$build/runtime/launcher/flashrec-launch
+launch=$build/launcher/flashrec-launch
 # examples/mlp/train.yaml, with launch.program pointing at this build's trainer.
 sed "s|^  program: .*|  program: $build/examples/mlp_trainer|" "$here/examples/mlp/train.yaml" >"$out/train.yaml"
 

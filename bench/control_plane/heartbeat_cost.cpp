@@ -16,13 +16,14 @@
 #include <string>
 #include <vector>
 
-#include "flashrec/ft/control_plane.hpp"
+#include "controller.hpp"
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/wire.hpp"
 
 namespace {
 
 using namespace flashrec::ft;
+using namespace flashrec::launcher;
 
 double thread_cpu_ms() {
     timespec ts{};

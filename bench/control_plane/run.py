@@ -236,7 +236,7 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
-    a.launcher = os.path.join(a.build, "runtime", "launcher", "flashrec-launch")
+    a.launcher = os.path.join(a.build, "launcher", "flashrec-launch")
     a.trainer = os.path.join(a.build, "examples", "mlp_trainer")
     want = set(a.only or ["heartbeat", "detection", "relaunch"])
     results = {}

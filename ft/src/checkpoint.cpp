@@ -677,6 +677,29 @@ CheckpointChoice CheckpointReader::newest_valid(const fs::path& root, const std:
     return choice;
 }
 
+CheckpointChoice CheckpointReader::newest_for_shape(const fs::path& root, int dp, int tp, int pp,
+                                                    const std::vector<std::string>& roles, Verification depth) {
+    const auto shape_text = [](int d, int t, int p) {
+        return "dp=" + std::to_string(d) + " tp=" + std::to_string(t) + " pp=" + std::to_string(p);
+    };
+    CheckpointChoice choice;
+    for (const StepDir& candidate : list_complete(root)) {
+        try {
+            const CheckpointReader reader = open(candidate.path);
+            const auto& t = reader.manifest().info.topology;
+            if (t.dp != dp || t.tp != tp || t.pp != pp)
+                throw Error((candidate.path / "manifest.json").string() + ": written by a job of " +
+                            shape_text(t.dp, t.tp, t.pp) + ", this job is " + shape_text(dp, tp, pp));
+            reader.verify(roles, depth);
+            choice.chosen = candidate;
+            break;
+        } catch (const Error& e) {
+            choice.refused.push_back({candidate, e.what()});
+        }
+    }
+    return choice;
+}
+
 std::string CheckpointChoice::explanation() const {
     const auto describe = [](const StepDir& checkpoint) {
         return "step " + std::to_string(checkpoint.step) + " (" + checkpoint.path.string() + ")";

@@ -102,10 +102,6 @@ std::vector<std::string> roles_of(const topology::Shape& shape) {
     return roles;
 }
 
-std::string shape_text(int dp, int tp, int pp) {
-    return "dp=" + std::to_string(dp) + " tp=" + std::to_string(tp) + " pp=" + std::to_string(pp);
-}
-
 // Test hook (tests/checkpoint): FLASHREC_TEST_CHECKPOINT_PAUSE=<step>:<ms>[:before-check] makes
 // the worker of checkpoint <step> wait `ms`, in the job's first topology epoch only: by default
 // after writing its rank file (the window in which a crash hits a checkpoint in flight); with
@@ -598,23 +594,8 @@ std::optional<std::int64_t> Checkpointer::newest_complete(const config::Config& 
     }
     // Every process decides alone, from the same files, so every process must check the same
     // things: every role's file, checksums included (each process reads the whole checkpoint).
-    const std::vector<std::string> roles = roles_of(shape);
-    ft::CheckpointChoice choice;
-    for (const ft::StepDir& candidate : ft::CheckpointReader::list_complete(cfg.checkpoint.dir)) {
-        try {
-            const ft::CheckpointReader reader = ft::CheckpointReader::open(candidate.path);
-            const auto& t = reader.manifest().info.topology;
-            if (t.dp != shape.dp || t.tp != shape.tp || t.pp != shape.pp)
-                throw Error((candidate.path / "manifest.json").string() + ": written by a job of " +
-                            shape_text(t.dp, t.tp, t.pp) + ", this job is " +
-                            shape_text(shape.dp, shape.tp, shape.pp));
-            reader.verify(roles, ft::Verification::checksums);
-            choice.chosen = candidate;
-            break;
-        } catch (const Error& e) {
-            choice.refused.push_back({candidate, e.what()});
-        }
-    }
+    const ft::CheckpointChoice choice = ft::CheckpointReader::newest_for_shape(
+        cfg.checkpoint.dir, shape.dp, shape.tp, shape.pp, roles_of(shape), ft::Verification::checksums);
     if (!choice.refused.empty()) log_line("restart", choice.explanation());
     if (!choice.chosen) {
         why = choice.refused.empty() ? "no complete checkpoint in " + cfg.checkpoint.dir : choice.explanation();

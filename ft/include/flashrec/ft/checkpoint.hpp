@@ -199,6 +199,10 @@ public:
     // that every rank accepted; a single process choosing for everyone passes no roles.
     static CheckpointChoice newest_valid(const std::filesystem::path& root,
                                          const std::vector<std::string>& roles, Verification depth);
+    // The same for a job of shape dp x tp x pp: a checkpoint another shape wrote is refused too.
+    // The ranks' restart and flashrec-launch's choice of tier 3 both use it, so they agree.
+    static CheckpointChoice newest_for_shape(const std::filesystem::path& root, int dp, int tp, int pp,
+                                             const std::vector<std::string>& roles, Verification depth);
 
     const std::filesystem::path& step_dir() const { return step_dir_; }
     const Manifest& manifest() const { return manifest_; }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "flashrec/errors.hpp"
+#include "controller.hpp"
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/records.hpp"
@@ -27,6 +28,7 @@
 #include <thread>
 
 using namespace flashrec::ft;
+using namespace flashrec::launcher;
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 

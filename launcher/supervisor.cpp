@@ -21,7 +21,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -33,16 +32,18 @@
 #include "flashrec/errors.hpp"
 #include "flashrec/flashrec.hpp"
 #include "flashrec/ft/contract.hpp"
-#include "flashrec/ft/control_plane.hpp"
+#include "controller.hpp"
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/records.hpp"
 #include "flashrec/ft/snapshot.hpp"
-#include "flashrec/ft/watchdog.hpp"
 #include "flashrec/ft/wire.hpp"
-#include "flashrec/runtime/checkpointing.hpp"
 #include "metrics.hpp"
 #include "noise_filter.hpp"
+#include "incidents.hpp"
 #include "processes.hpp"
+#include "report.hpp"
+#include "rank_output.hpp"
+#include "restart_policy.hpp"
 
 extern char** environ;
 
@@ -120,25 +121,13 @@ bool in_step_loop(ft::wire::Phase p) {
 
 bool is_spare_role(const std::string& role) { return role.rfind("spare:", 0) == 0; }
 
-enum class KillOutcome { killed, refused, remote, gone, pending };
-std::string_view to_string(KillOutcome k) {
-    switch (k) {
-        case KillOutcome::killed: return "killed";
-        case KillOutcome::refused: return "refused";
-        case KillOutcome::remote: return "remote";
-        case KillOutcome::gone: return "gone";
-        case KillOutcome::pending: return "pending";
-    }
-    return "?";
-}
-
 struct HungMsg {
-    ft::RankIncident incident;
+    RankIncident incident;
     KillOutcome outcome;
     SysClock::time_point decided;
 };
 struct LostMsg {
-    ft::RankIncident incident;
+    RankIncident incident;
     SysClock::time_point when;
     Clock::time_point seen;
 };
@@ -146,26 +135,6 @@ struct EventMsg {
     json record;
 };
 using Message = std::variant<HungMsg, LostMsg, EventMsg>;
-
-struct Incident {
-    int id = 0;
-    int attempt = 0;
-    Observation obs;
-    const Rule* rule = nullptr;
-    std::string role;
-    int pid = 0;
-    std::string node;
-    std::string detail;
-    std::int64_t step = -1;
-    double detection_latency_ms = -1;  // the controller's: since the last heartbeat / tag move
-    double since_injection_ms = -1;    // from the fault injector's timestamp, when known
-    bool hang = false;
-    KillOutcome kill = KillOutcome::killed;  // for a hang: what became of the SIGKILL
-    Clock::time_point at{};  // when the launcher recorded it
-    bool recovered = false;
-    std::string recovered_by;  // "in-job tier 1 (hot)", "warm relaunch 1", ...
-    double recovery_ms = -1;
-};
 
 struct Attempt {
     int index = 0;
@@ -178,7 +147,7 @@ struct Attempt {
     int status = 0;
     Clock::time_point exit_time;
     bool out_open = false, err_open = false;
-    std::string out_buf, err_buf;
+    LineSplitter out_lines, err_lines;
     bool all_registered = false;
     Clock::time_point registered_at;
     bool in_loop = false;
@@ -218,7 +187,7 @@ struct MetricsState {
     int ranks_active = 0;
     std::uint64_t warm_relaunches = 0, cold_restarts = 0;
     std::uint64_t heartbeats = 0;
-    std::array<std::uint64_t, ft::kDropReasonCount> drops{};
+    std::array<std::uint64_t, kDropReasonCount> drops{};
     std::int64_t steps_replayed = 0;
     double time_lost_seconds = 0;
 };
@@ -247,7 +216,7 @@ private:
     bool any_rank_alive();
     void teardown(const std::string& why);
     void after_job_death(Observation obs, const std::string& detail, Clock::time_point first_evidence);
-    bool try_warm_relaunch(const json& reason, Clock::time_point first_evidence);
+    void start_warm_relaunch(const json& reason, Clock::time_point first_evidence);
     bool try_cold_restart(const json& reason, Clock::time_point first_evidence);
     PendingRestart pending_restart(const char* kind, int number, const json& reason,
                                    Clock::time_point first_evidence);
@@ -255,16 +224,16 @@ private:
     void finish(const std::string& outcome, int code, const std::string& message);
     // nodes (Slurm)
     std::string layout_node(const std::string& host) const;
-    std::string incident_node(const ft::RankIncident& incident) const;
+    std::string incident_node(const RankIncident& incident) const;
     void node_lost(const std::string& host, const std::string& evidence);
     void node_failed(const std::string& node, std::string_view classification);
     void run_pending_drains();
     void move_off_bad_nodes(LaunchKind& kind, const json& reason);
-    void follow_replacements(const std::map<std::string, const ft::RankInfo*>& current);
+    void follow_replacements(const std::map<std::string, const RankInfo*>& current);
     void end_checkpoint_for_requeue();
     void requeue();
     // control plane
-    KillOutcome kill_hung(const ft::RankIncident& incident);
+    KillOutcome kill_hung(const RankIncident& incident);
     void push(Message m);
     void drain_queue();
     void on_hung(const HungMsg& m);
@@ -277,11 +246,11 @@ private:
     Incident& add_incident(Incident inc);
     // periodic
     void tick();
-    void check_attempt_progress(const std::vector<ft::RankInfo>& ranks);
-    void check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock::time_point now);
+    void check_attempt_progress(const std::vector<RankInfo>& ranks);
+    void check_ranks_gone(const std::vector<RankInfo>& ranks, Clock::time_point now);
     void finalize_restart(bool failed);
     void print_progress(bool force);
-    void update_metrics(const std::vector<ft::RankInfo>& ranks);
+    void update_metrics(const std::vector<RankInfo>& ranks);
     std::string render_metrics();
     // end
     void summary();
@@ -308,7 +277,7 @@ private:
     std::string launch_id_;
     bool subreaper_ = false;     // PR_SET_CHILD_SUBREAPER took: orphans of the job come back here
     std::string run_id_;
-    std::unique_ptr<ft::Controller> controller_;
+    std::unique_ptr<Controller> controller_;
     std::string control_endpoint_;
     std::unique_ptr<MetricsServer> metrics_;
     MetricsState metrics_state_;
@@ -345,7 +314,7 @@ private:
     std::vector<LostMsg> pending_lost_;
     std::vector<std::pair<HungMsg, Clock::time_point>> pending_stalls_;
     milliseconds stall_confirm_{300};
-    std::map<std::string, std::vector<std::pair<std::string, Clock::time_point>>> silent_by_node_;
+    SilentNodes silent_nodes_{milliseconds(0)};  // window set in setup()
 
     std::vector<Incident> incidents_;
     std::vector<ft::records::Recovery> recoveries_;
@@ -447,7 +416,7 @@ void Supervisor::setup() {
     wrapper_flags_ = wrapper_flags(plan_.wrapper, why);
 
     const auto& d = cfg().detection;
-    ft::ControllerOptions co;
+    ControllerOptions co;
     co.bind_address = d.bind;
     if (!plan_.btl_if.empty())
         say(std::string("MPI network: ") + ft::env::kBtlIf + "=" + plan_.btl_if +
@@ -471,15 +440,16 @@ void Supervisor::setup() {
     co.hang_timeout = milliseconds(d.hang_timeout_ms);
     co.check_period = milliseconds(std::clamp(d.heartbeat_ms, 10, 100));
     stall_confirm_ = 2 * milliseconds(d.heartbeat_ms) + co.check_period;
+    silent_nodes_ = SilentNodes(milliseconds(d.heartbeat_ms * 3 + 500));
     co.event_log = log_;
-    co.on_hung = [this](const ft::RankIncident& incident) {
+    co.on_hung = [this](const RankIncident& incident) {
         // A silent rank is killed at once, on the controller's thread. A stalled one (heartbeats
         // arrive, the tag does not move) is confirmed first: see on_hung().
         const KillOutcome outcome =
-            incident.reason == ft::IncidentReason::stalled ? KillOutcome::pending : kill_hung(incident);
+            incident.reason == IncidentReason::stalled ? KillOutcome::pending : kill_hung(incident);
         push(HungMsg{incident, outcome, SysClock::now()});
     };
-    co.on_lost = [this](const ft::RankIncident& incident) {
+    co.on_lost = [this](const RankIncident& incident) {
         push(LostMsg{incident, SysClock::now(), Clock::now()});
     };
     co.on_event = [this](const json& record) { push(EventMsg{record}); };
@@ -498,7 +468,7 @@ void Supervisor::setup() {
                       {"hang_timeout_ms", d.hang_timeout_ms},
                       {"heartbeat_ms", d.heartbeat_ms},
                       {"events", plan_.events_path.string()}});
-    controller_ = std::make_unique<ft::Controller>(std::move(co));
+    controller_ = std::make_unique<Controller>(std::move(co));
     control_endpoint_ = controller_->endpoint();
     // A wildcard bind is reachable on loopback from this machine; ranks on other nodes need the
     // host's address (the Slurm path hands that out).
@@ -596,27 +566,19 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
 void Supervisor::read_output(bool is_err) {
     int& fd = is_err ? attempt_.child.err_fd : attempt_.child.out_fd;
     bool& open = is_err ? attempt_.err_open : attempt_.out_open;
-    std::string& buf = is_err ? attempt_.err_buf : attempt_.out_buf;
+    LineSplitter& lines = is_err ? attempt_.err_lines : attempt_.out_lines;
     if (!open) return;
+    const auto sink = [&](const std::string& line) { handle_line(line, is_err); };
     char chunk[65536];
     // A bounded number of reads per call: a flood of output must not starve the rest of the loop.
     for (int reads = 0; reads < 16; ++reads) {
         const ssize_t n = ::read(fd, chunk, sizeof chunk);
         if (n > 0) {
-            buf.append(chunk, static_cast<std::size_t>(n));
-            std::size_t start = 0;
-            for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1)
-                handle_line(buf.substr(start, nl + 1 - start), is_err);
-            buf.erase(0, start);
-            if (buf.size() > (1 << 20)) {  // a runaway line without newline: pass it on as is
-                handle_line(buf, is_err);
-                buf.clear();
-            }
+            lines.feed(std::string_view(chunk, static_cast<std::size_t>(n)), sink);
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        if (!buf.empty()) handle_line(buf + "\n", is_err);
-        buf.clear();
+        lines.finish(sink);
         ::close(fd);
         fd = -1;
         open = false;
@@ -626,17 +588,12 @@ void Supervisor::read_output(bool is_err) {
 
 void Supervisor::handle_line(const std::string& line, bool is_err) {
     // Forward the ranks' output unchanged, stdout to stdout and stderr to stderr, but for known
-    // harmless MPI noise (noise_filter.hpp).
+    // harmless MPI noise (noise_filter.hpp). flashrec's own lines are for people: what the
+    // launcher acts on arrives as typed records over the control plane (on_event).
     if (is_known_noise(line)) return;
     (void)!::write(is_err ? STDERR_FILENO : STDOUT_FILENO, line.data(), line.size());
-    std::smatch m;
-    // PRRTE names the node whose daemon it lost, then ends the whole job (NOTES-SLURM.md). The
-    // only foreign text the launcher reads.
-    static const std::regex lost_daemon_rx(R"(Remote daemon: *\S+ on node (\S+))");
-    if (line.find("Remote daemon:") != std::string::npos && std::regex_search(line, m, lost_daemon_rx))
-        node_lost(m[1].str(), "mpirun lost its daemon there (PRRTE: \"lost communication with a remote daemon\")");
-    // flashrec's own lines are for people: what the launcher acts on arrives as typed records
-    // over the control plane (on_event).
+    if (const auto node = prrte_lost_daemon_node(line))
+        node_lost(*node, "mpirun lost its daemon there (PRRTE: \"lost communication with a remote daemon\")");
 }
 
 // The job finished when every active role said BYE after its step loop ended. The controller's
@@ -646,7 +603,7 @@ bool Supervisor::roles_finished() {
     if (!controller_) return false;
     for (const auto& role : layout_.active_roles) {
         const auto info = controller_->rank(role);
-        if (!info || info->status != ft::RankStatus::exited) return false;
+        if (!info || info->status != RankStatus::exited) return false;
         if (info->step_tag < cfg().job.steps && !attempt_.job_stats_seen) return false;
     }
     return true;
@@ -760,32 +717,27 @@ void Supervisor::on_job_exit() {
             return;
         }
     }
-    Observation obs{Observed::job_ended_early, 0};
-    std::string detail = "mpirun ended with " + describe_status(status);
-    int requested = 0;
-    for (const auto& [pid, code] : exit_requests_) requested = std::max(requested, code);
-    if (forced_death_) {
-        obs = *forced_death_;
-        detail = forced_detail_;
-    } else if (!lost_nodes_.empty()) {
-        obs = {Observed::node_lost, 0};
-        std::string nodes;
-        for (const auto& n : lost_nodes_) nodes += (nodes.empty() ? "" : ", ") + n;
-        detail = "node " + nodes + " lost; " + detail;
-    } else if (requested) {
-        obs = {Observed::exit_code, requested};
-        detail += "; ranks asked for it (exit code " + std::to_string(requested) + ")";
-    } else if (const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-               code == ft::kExitBadConfig || code == ft::kExitForRelaunch || code == ft::kExitStateLost ||
-               code == ft::kExitNoSpare) {
-        obs = {Observed::exit_code, code};
-    }
+    DeathEvidence evidence;
+    evidence.forced = forced_death_;
+    evidence.forced_detail = forced_detail_;
+    evidence.lost_nodes.assign(lost_nodes_.begin(), lost_nodes_.end());
+    for (const auto& [pid, code] : exit_requests_) evidence.requested_exit_code = std::max(evidence.requested_exit_code, code);
+    evidence.mpirun_status = status;
+    const Death death = observe_death(evidence);
     forced_death_.reset();
-    after_job_death(obs, detail, first_evidence);
+    after_job_death(death.observation, death.detail, first_evidence);
 }
 
 void Supervisor::after_job_death(Observation obs, const std::string& detail, Clock::time_point first_evidence) {
-    const Rule& rule = classify(obs);
+    Budgets budgets;
+    budgets.warm_used = warm_relaunches_;
+    budgets.warm_allowed = cfg().recovery.warm_relaunches;
+    budgets.cold_used = cold_restarts_;
+    budgets.cold_allowed = kMaxColdRestarts;
+    budgets.checkpoint_dir = !cfg().checkpoint.dir.empty();
+    const AttemptFacts facts{attempt_.kind == "warm_relaunch", attempt_.progressed, !lost_nodes_.empty()};
+    const Decision decision = decide(obs, budgets, facts);
+    const Rule& rule = *decision.rule;
     Incident inc;
     inc.attempt = attempt_.index;
     inc.obs = obs;
@@ -797,59 +749,37 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     const json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
     say("the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
         std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
-    const bool nodes_lost = !lost_nodes_.empty();
     for (const auto& node : lost_nodes_) node_failed(node, rule.classification);
     lost_nodes_.clear();
-    switch (rule.action) {
-        case Action::stop:
-            finish("failed", obs.what == Observed::exit_code && obs.value == ft::kExitBadConfig ? kExitUsage : kExitFailed,
-                   std::string(rule.meaning));
+    if (decision.warm_before_hdf5)
+        log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
+                                          {"why", "state lost in-job, but no node was lost: "
+                                                  "the dead processes' node-local segments may hold it"}});
+    for (const RestartStep& step : decision.steps) {
+        if (step.kind == Restart::warm_relaunch) {
+            if (step.refused) {
+                log("warm_relaunch_refused", {{"reason", reason}, {"why", *step.refused}, {"used", warm_relaunches_}});
+                continue;
+            }
+            start_warm_relaunch(reason, first_evidence);
+            recorded.recovered_by = decision.warm_before_hdf5
+                                        ? "warm relaunch " + std::to_string(warm_relaunches_) +
+                                              " (node-local segments of dead processes)"
+                                    : attempt_.launch.checkpoint_and_exit
+                                        ? "checkpoint for requeue (slurm.when_spares_exhausted)"
+                                        : "warm relaunch " + std::to_string(warm_relaunches_);
             return;
-        case Action::hdf5_resume:
-            // State lost in memory *in-job* (76) while every node lives: the dead processes' own
-            // segments are still in their nodes' /dev/shm, and a warm relaunch reads them (each
-            // role's new process finds its node's stores). Try that before HDF5 (issue 15,
-            // case 2), unless this attempt was itself a warm relaunch that found nothing.
-            if (obs.what == Observed::exit_code && obs.value == ft::kExitStateLost && !nodes_lost &&
-                !(attempt_.kind == "warm_relaunch" && !attempt_.progressed)) {
-                log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
-                                                  {"why", "state lost in-job, but no node was lost: "
-                                                          "the dead processes' node-local segments may hold it"}});
-                if (try_warm_relaunch(reason, first_evidence)) {
-                    recorded.recovered_by = "warm relaunch " + std::to_string(warm_relaunches_) +
-                                            " (node-local segments of dead processes)";
-                    return;
-                }
-            }
-            if (try_cold_restart(reason, first_evidence)) {
-                recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
-                return;
-            }
-            if (obs.value == ft::kExitNoSpare)
-                finish("spares_exhausted", kExitNoSpares,
-                       "spares exhausted (no hot spare left, spawn failed or off) and no HDF5 checkpoint to restart from" +
-                           std::string(cfg().checkpoint.dir.empty() ? " (checkpoint.dir is not set)" : ""));
-            else
-                finish("state_lost", kExitStateLost,
-                       "state lost in memory (tier 3 needed) and no HDF5 checkpoint to restart from" +
-                           std::string(cfg().checkpoint.dir.empty() ? " (checkpoint.dir is not set)" : ""));
+        }
+        if (step.refused) {
+            log("cold_restart_refused", {{"reason", reason}, {"why", *step.refused}});
+            continue;
+        }
+        if (try_cold_restart(reason, first_evidence)) {
+            recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
             return;
-        default:
-            if (try_warm_relaunch(reason, first_evidence)) {
-                recorded.recovered_by = attempt_.launch.checkpoint_and_exit
-                                            ? "checkpoint for requeue (slurm.when_spares_exhausted)"
-                                            : "warm relaunch " + std::to_string(warm_relaunches_);
-                return;
-            }
-            if (try_cold_restart(reason, first_evidence)) {
-                recorded.recovered_by = "HDF5 restart " + std::to_string(cold_restarts_);
-                return;
-            }
-            finish("relaunch_budget_spent", kExitNeedsRelaunch,
-                   "the MPI job died and the warm relaunch budget (recovery.warm_relaunches = " +
-                       std::to_string(cfg().recovery.warm_relaunches) + ") is spent, with no HDF5 checkpoint to fall back to");
-            return;
+        }
     }
+    finish(decision.outcome, decision.exit_code, decision.message);
 }
 
 PendingRestart Supervisor::pending_restart(const char* kind, int number, const json& reason,
@@ -876,12 +806,7 @@ LaunchKind Supervisor::unfired_faults() const {
     return kind;
 }
 
-bool Supervisor::try_warm_relaunch(const json& reason, Clock::time_point first_evidence) {
-    if (warm_relaunches_ >= cfg().recovery.warm_relaunches) {
-        log("warm_relaunch_refused", {{"reason", reason}, {"why", "recovery.warm_relaunches spent"},
-                                      {"used", warm_relaunches_}});
-        return false;
-    }
+void Supervisor::start_warm_relaunch(const json& reason, Clock::time_point first_evidence) {
     ++warm_relaunches_;
     const bool progressed = last_step_ >= 0 || attempt_.progressed;
     PendingRestart r = pending_restart("warm_relaunch", warm_relaunches_, reason, first_evidence);
@@ -896,16 +821,10 @@ bool Supervisor::try_warm_relaunch(const json& reason, Clock::time_point first_e
     }
     restart_ = r;
     start_attempt(kind.checkpoint_and_exit ? "checkpoint_for_requeue" : "warm_relaunch", kind);
-    return true;
 }
 
+// The policy allowed it (decide()); it starts when a complete checkpoint for this shape exists.
 bool Supervisor::try_cold_restart(const json& reason, Clock::time_point first_evidence) {
-    if (cfg().checkpoint.dir.empty()) return false;
-    if (cold_restarts_ >= kMaxColdRestarts) {
-        log("cold_restart_refused", {{"reason", reason}, {"why", "at most " + std::to_string(kMaxColdRestarts) +
-                                                                      " HDF5 restarts per launch"}});
-        return false;
-    }
     std::string why;
     const std::optional<std::int64_t> step = newest_checkpoint(cfg(), why);
     if (!step) {
@@ -1001,7 +920,7 @@ std::string Supervisor::layout_node(const std::string& host) const {
 
 // Where the rank of an incident ran: under Slurm the host it reported (its role may have moved
 // on since), else the layout's node of its role.
-std::string Supervisor::incident_node(const ft::RankIncident& incident) const {
+std::string Supervisor::incident_node(const RankIncident& incident) const {
     if (layout_.slurm)
         if (const std::string node = layout_node(incident.hostname); !node.empty()) return node;
     return layout_.node_of_role(incident.role);
@@ -1017,7 +936,7 @@ void Supervisor::node_lost(const std::string& host, const std::string& evidence)
         !pending_lost_.empty() ||
         std::any_of(incidents_.begin(), incidents_.end(),
                     [&](const Incident& i) { return i.attempt == attempt_.index && i.rule->tier == 1 && !i.recovered; }) ||
-        std::any_of(ranks.begin(), ranks.end(), [&](const ft::RankInfo& r) {
+        std::any_of(ranks.begin(), ranks.end(), [&](const RankInfo& r) {
             return r.registered_at >= attempt_.start && r.phase == ft::wire::Phase::recovery;
         });
     const bool just_spawned =
@@ -1101,7 +1020,7 @@ void Supervisor::move_off_bad_nodes(LaunchKind& kind, const json& reason) {
 
 // A role that registered from another host than the layout says (a replacement spawned onto the
 // spare node): that is where its snapshots are from now on.
-void Supervisor::follow_replacements(const std::map<std::string, const ft::RankInfo*>& current) {
+void Supervisor::follow_replacements(const std::map<std::string, const RankInfo*>& current) {
     if (!layout_.slurm) return;
     for (auto& p : layout_.processes) {
         const auto it = current.find(p.role);
@@ -1152,7 +1071,7 @@ void Supervisor::requeue() {
 // ------------------------------------------------------------------------------------------
 // control plane
 
-KillOutcome Supervisor::kill_hung(const ft::RankIncident& incident) {
+KillOutcome Supervisor::kill_hung(const RankIncident& incident) {
     const pid_t pid = incident.pid;
     if (pid <= 1) return KillOutcome::refused;
     // Only a process of this job: a rank holding the token could name any pid in its HELLO.
@@ -1190,27 +1109,7 @@ Incident& Supervisor::add_incident(Incident inc) {
     inc.id = static_cast<int>(incidents_.size()) + 1;
     inc.at = Clock::now();
     if (!inc.rule) inc.rule = &classify(inc.obs);
-    json fields = {{"incident", inc.id},
-                   {"attempt", inc.attempt},
-                   {"observed", to_string(inc.obs.what)},
-                   {"classification", inc.rule->classification},
-                   {"action", to_string(inc.rule->action)},
-                   {"tier", inc.rule->tier},
-                   {"role", inc.role}};
-    if (inc.obs.what == Observed::exit_code || inc.obs.what == Observed::signal || inc.obs.what == Observed::mpi_error)
-        fields["value"] = inc.obs.value;
-    if (inc.pid > 0) fields["pid"] = inc.pid;
-    if (!inc.node.empty()) fields["node"] = inc.node;
-    if (!inc.detail.empty()) fields["detail"] = inc.detail;
-    if (inc.step >= 0) fields["step"] = inc.step;
-    if (inc.detection_latency_ms >= 0) fields["detection_latency_ms"] = round3(inc.detection_latency_ms);
-    if (inc.since_injection_ms >= 0) fields["since_injection_ms"] = round3(inc.since_injection_ms);
-    if (!mpi_errors_.empty()) {
-        json classes = json::object();
-        for (const auto& [cls, n] : mpi_errors_) classes[std::to_string(cls)] = n;
-        fields["mpi_error_classes_seen"] = classes;
-    }
-    log("failure", fields);
+    log("failure", failure_record(inc, mpi_errors_));
     if (!first_failure_since_progress_) first_failure_since_progress_ = Clock::now();
     {
         std::lock_guard lock(metrics_state_.mutex);
@@ -1245,7 +1144,7 @@ void Supervisor::confirm_stalls() {
         const auto& inc = m.incident;
         if (old_pids_.count(inc.pid) || attempt_.exited) continue;
         const auto info = controller_->rank(inc.role);
-        if (!info || info->pid != inc.pid || !info->hung || info->status != ft::RankStatus::active) {
+        if (!info || info->pid != inc.pid || !info->hung || info->status != RankStatus::active) {
             log("stall_cleared", {{"role", inc.role},
                                   {"pid", inc.pid},
                                   {"last_step_tag", inc.last_step_tag},
@@ -1263,7 +1162,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     const auto& inc = m.incident;
     Incident i;
     i.attempt = attempt_.index;
-    i.obs = {inc.reason == ft::IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
+    i.obs = {inc.reason == IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
     i.role = inc.role;
     i.pid = inc.pid;
     i.node = incident_node(inc);
@@ -1276,7 +1175,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
     if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end())
         i.since_injection_ms = static_cast<double>(unix_ms(m.decided) * 1000 - f->second.unix_us) / 1000.0;
-    i.detail = std::string(ft::to_string(inc.reason)) + ", last step tag " + std::to_string(inc.last_step_tag) + "; " +
+    i.detail = std::string(to_string(inc.reason)) + ", last step tag " + std::to_string(inc.last_step_tag) + "; " +
                std::string(to_string(m.outcome));
     const Incident& recorded = add_incident(i);
     log("hang_kill", {{"incident", recorded.id},
@@ -1289,23 +1188,21 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
                       {"since_injection_ms", recorded.since_injection_ms >= 0 ? json(round3(recorded.since_injection_ms))
                                                                               : json(nullptr)}});
     say("FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) + ") hung (" +
-        std::string(ft::to_string(inc.reason)) + " for " + human_ms(recorded.detection_latency_ms) +
+        std::string(to_string(inc.reason)) + " for " + human_ms(recorded.detection_latency_ms) +
         (recorded.since_injection_ms >= 0 ? ", " + human_ms(recorded.since_injection_ms) + " after the fault" : "") +
         ") -> " + (m.outcome == KillOutcome::killed ? "killed with SIGKILL" : "NOT killed: " + std::string(to_string(m.outcome))) +
         ", " + std::string(recorded.rule->classification) + " (tier " + std::to_string(recorded.rule->tier) + ")");
 
     // A whole node silent at once is a node failure, not a process failure.
     if (i.node.empty()) return;
-    auto& recent = silent_by_node_[i.node];
     const auto now = Clock::now();
-    const auto window = milliseconds(cfg().detection.heartbeat_ms * 3 + 500);
-    std::erase_if(recent, [&](const auto& e) { return now - e.second > window || e.first == inc.role; });
-    recent.emplace_back(inc.role, now);
+    const auto window = silent_nodes_.window();
     const int on_node = i.node == layout_.spare_node ? 0 : layout_.ranks_on_node(i.node);
+    const bool all_silent = silent_nodes_.observe(i.node, inc.role, now, on_node);
     const bool remote = m.outcome == KillOutcome::remote;
     // A rank on another host cannot be killed from here: its node has to go, whatever the
     // other ranks there do.
-    if ((remote && layout_.slurm) || (on_node >= 2 && static_cast<int>(recent.size()) >= on_node)) {
+    if ((remote && layout_.slurm) || all_silent) {
         Incident n;
         n.attempt = attempt_.index;
         n.obs = {remote ? Observed::node_silent_remote : Observed::node_silent_local, 0};
@@ -1316,7 +1213,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
         const Incident& node_inc = add_incident(n);
         say("FAILURE #" + std::to_string(node_inc.id) + ": node " + i.node + " silent -> " +
             std::string(node_inc.rule->classification) + ", " + std::string(to_string(node_inc.rule->action)));
-        recent.clear();
+        silent_nodes_.clear(i.node);
         if (node_inc.rule->action == Action::replace_node && layout_.slurm) lost_nodes_.insert(i.node);
         if (node_inc.rule->action == Action::replace_node && !attempt_.exited) {
             forced_death_ = n.obs;
@@ -1460,8 +1357,8 @@ void Supervisor::on_recovery(const ft::records::Recovery& r, const json& record)
 // ------------------------------------------------------------------------------------------
 // periodic work
 
-void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) {
-    std::map<std::string, const ft::RankInfo*> current;
+void Supervisor::check_attempt_progress(const std::vector<RankInfo>& ranks) {
+    std::map<std::string, const RankInfo*> current;
     for (const auto& r : ranks)
         if (r.registered_at >= attempt_.start) current[r.role] = &r;
     if (!current.empty()) attempt_.ever_registered = true;
@@ -1474,9 +1371,9 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
             all_registered = all_in_loop = false;
             break;
         }
-        const ft::RankInfo& r = *it->second;
+        const RankInfo& r = *it->second;
         const bool in_loop = in_step_loop(r.phase) || r.phase == ft::wire::Phase::recovery ||
-                             (r.status != ft::RankStatus::active && r.step_tag > 0);
+                             (r.status != RankStatus::active && r.step_tag > 0);
         if (!in_loop) all_in_loop = false;
     }
     if (all_registered && !attempt_.all_registered) {
@@ -1510,7 +1407,7 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
         if (least >= 0) tag_steps_ = least;
     }
     // Job-level stall: no active role's step tag moved for the stall limit. A stretch in which
-    // the launcher itself did not run (as the controller, ft::RankTracker::check) does not count.
+    // the launcher itself did not run (as the controller, RankTracker::check) does not count.
     if (last_stall_check_ != Clock::time_point{} &&
         now - last_stall_check_ > milliseconds(cfg().detection.hang_timeout_ms / 2))
         last_progress_time_ = std::min(now, last_progress_time_ + (now - last_stall_check_));
@@ -1537,7 +1434,7 @@ void Supervisor::check_attempt_progress(const std::vector<ft::RankInfo>& ranks) 
     }
 }
 
-void Supervisor::check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock::time_point now) {
+void Supervisor::check_ranks_gone(const std::vector<RankInfo>& ranks, Clock::time_point now) {
     // A bounded end (issue 15, case 10): every process of this attempt that ever registered has
     // left (BYE) or was lost, and the roles were all there once; mpirun gets kMpirunEndGrace.
     if (!attempt_.all_registered || attempt_.exited || attempt_.mpirun_ended_by_launcher) return;
@@ -1545,9 +1442,9 @@ void Supervisor::check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock:
     for (const auto& r : ranks) {
         if (r.registered_at < attempt_.start) continue;
         any = true;
-        if (r.status == ft::RankStatus::active) all_gone = false;
+        if (r.status == RankStatus::active) all_gone = false;
         // A lost connection is not a dead process: where the process can be seen, it must be gone.
-        if (r.status == ft::RankStatus::lost && r.hostname == local_host_ && process_alive(r.pid)) all_gone = false;
+        if (r.status == RankStatus::lost && r.hostname == local_host_ && process_alive(r.pid)) all_gone = false;
     }
     if (!any || !all_gone) {
         attempt_.ranks_gone_since.reset();
@@ -1565,10 +1462,10 @@ void Supervisor::check_ranks_gone(const std::vector<ft::RankInfo>& ranks, Clock:
     ::kill(-attempt_.child.pid, SIGKILL);
 }
 
-void Supervisor::update_metrics(const std::vector<ft::RankInfo>& ranks) {
+void Supervisor::update_metrics(const std::vector<RankInfo>& ranks) {
     int spares = 0, active = 0;
     for (const auto& r : ranks) {
-        if (r.status != ft::RankStatus::active) continue;
+        if (r.status != RankStatus::active) continue;
         if (is_spare_role(r.role)) ++spares;
         else ++active;
     }
@@ -1576,8 +1473,8 @@ void Supervisor::update_metrics(const std::vector<ft::RankInfo>& ranks) {
     if (attempt_.all_registered) metrics_state_.spares_left = spares;
     metrics_state_.ranks_active = active;
     metrics_state_.heartbeats = controller_->heartbeat_count();
-    for (std::size_t i = 0; i < ft::kDropReasonCount; ++i)
-        metrics_state_.drops[i] = controller_->drop_count(static_cast<ft::DropReason>(i));
+    for (std::size_t i = 0; i < kDropReasonCount; ++i)
+        metrics_state_.drops[i] = controller_->drop_count(static_cast<DropReason>(i));
     if (rate_window_.size() >= 2) {
         const double dt = ms_between(rate_window_.front().first, rate_window_.back().first) / 1000;
         const auto ds = rate_window_.back().second - rate_window_.front().second;
@@ -1621,9 +1518,9 @@ std::string Supervisor::render_metrics() {
            static_cast<double>(m.heartbeats));
     out << "# HELP flashrec_control_plane_drops_total Connections the controller dropped, by reason\n"
         << "# TYPE flashrec_control_plane_drops_total counter\n";
-    for (std::size_t i = 0; i < ft::kDropReasonCount; ++i)
+    for (std::size_t i = 0; i < kDropReasonCount; ++i)
         out << "flashrec_control_plane_drops_total" << job << ",reason=\""
-            << ft::to_string(static_cast<ft::DropReason>(i)) << "\"} " << m.drops[i] << "\n";
+            << to_string(static_cast<DropReason>(i)) << "\"} " << m.drops[i] << "\n";
     return out.str();
 }
 
@@ -1666,7 +1563,7 @@ void Supervisor::tick() {
         // A rank whose connection was cut but whose process lives reconnects (HELLO again):
         // that is no failure (issue 15, case 4). Give a visibly live local process time for it.
         if (const auto now_info = controller_->rank(inc.role);
-            now_info && now_info->pid == inc.pid && now_info->status == ft::RankStatus::active) {
+            now_info && now_info->pid == inc.pid && now_info->status == RankStatus::active) {
             log("rank_reconnected", {{"role", inc.role}, {"pid", inc.pid},
                                      {"after_ms", round3(ms_between(it->seen, now))}});
             it = pending_lost_.erase(it);
@@ -1749,39 +1646,20 @@ double Supervisor::median_step_ms() const {
 
 void Supervisor::summary() {
     const double wall_ms = ms_between(job_start_, Clock::now());
-    std::int64_t replayed = 0;
-    double recovery_ms = 0, hang_ms = 0, restart_ms = 0;
-    int hot = 0, spawned = 0, in_job = 0;
-    for (const auto& r : recoveries_) {
-        if (r.replacement == "relaunch") continue;
-        replayed += r.steps_replayed;
-        recovery_ms += r.total_ms;
-        const int n = static_cast<int>(r.failed_roles.size());
-        in_job += n;
-        // One hot spare, the rest spawned, for "hot+spawned".
-        if (r.replacement == "hot") hot += n;
-        if (r.replacement == "spawned") spawned += n;
-        if (r.replacement == "hot+spawned") hot += 1, spawned += n - 1;
-    }
-    for (const auto& r : restarts_done_) {
-        replayed += r.value("steps_replayed", std::int64_t{0});
-        restart_ms += r.value("total_ms", 0.0);
-    }
-    // Hangs at the same time (a frozen node) cost their overlap once: the union of the intervals.
-    std::vector<std::pair<double, double>> stuck;  // [start, end] in ms since the job started
+    std::vector<RestartCost> restarts;
+    for (const auto& r : restarts_done_)
+        restarts.push_back({r.value("steps_replayed", std::int64_t{0}), r.value("total_ms", 0.0)});
+    std::vector<HangSpan> hangs;
     for (const auto& i : incidents_)
         if (i.hang) {
             const double end = ms_between(job_start_, i.at);
-            stuck.emplace_back(end - (i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms), end);
+            hangs.push_back({end - (i.since_injection_ms >= 0 ? i.since_injection_ms : i.detection_latency_ms), end});
         }
-    std::sort(stuck.begin(), stuck.end());
-    double covered_to = -1e300;
-    for (const auto& [a, b] : stuck) {
-        hang_ms += std::max(0.0, b - std::max(a, covered_to));
-        covered_to = std::max(covered_to, b);
-    }
-    const double replay_ms = static_cast<double>(replayed) * median_step_ms();
-    const double lost_ms = hang_ms + recovery_ms + restart_ms + replay_ms;
+    const ReportTotals totals = report_totals(recoveries_, restarts, std::move(hangs), median_step_ms());
+    const std::int64_t replayed = totals.steps_replayed;
+    const double recovery_ms = totals.recovery_ms, hang_ms = totals.hang_ms, restart_ms = totals.restart_ms,
+                 replay_ms = totals.replay_ms, lost_ms = totals.lost_ms();
+    const int hot = totals.hot, spawned = totals.spawned, in_job = totals.in_job;
     {
         std::lock_guard lock(metrics_state_.mutex);
         metrics_state_.time_lost_seconds = lost_ms / 1000;

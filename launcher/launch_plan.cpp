@@ -18,6 +18,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <cstdio>
 #include <regex>
 #include <signal.h>
 #include <sstream>
@@ -25,7 +26,7 @@
 
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/contract.hpp"
-#include "flashrec/runtime/checkpointing.hpp"
+#include "flashrec/ft/checkpoint.hpp"
 #include "flashrec/runtime/topology.hpp"
 #include "processes.hpp"
 
@@ -291,8 +292,23 @@ std::vector<std::string> Plan::command(const LaunchKind& kind, const Layout& whe
 }
 
 std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::string& why) {
+    if (cfg.checkpoint.dir.empty()) {
+        why = "checkpoint.dir is not set in " + cfg.path;
+        return std::nullopt;
+    }
     try {
-        return runtime::Checkpointer::newest_complete(cfg, {cfg.job.dp, cfg.job.tp, cfg.job.pp}, why);
+        // The same choice the ranks make when they resume (runtime::Checkpointer::newest_complete).
+        const topology::Shape shape{cfg.job.dp, cfg.job.tp, cfg.job.pp};
+        std::vector<std::string> roles;
+        for (int r = 0; r < shape.size(); ++r) roles.push_back(topology::role_key(topology::coord_of(shape, r)));
+        const ft::CheckpointChoice choice = ft::CheckpointReader::newest_for_shape(
+            cfg.checkpoint.dir, shape.dp, shape.tp, shape.pp, roles, ft::Verification::checksums);
+        if (!choice.refused.empty()) std::fprintf(stderr, "flashrec-launch: checkpoint: %s\n", choice.explanation().c_str());
+        if (!choice.chosen) {
+            why = choice.refused.empty() ? "no complete checkpoint in " + cfg.checkpoint.dir : choice.explanation();
+            return std::nullopt;
+        }
+        return choice.chosen->step;
     } catch (const std::exception& e) {
         why = e.what();
         return std::nullopt;
