@@ -15,7 +15,7 @@
 2. Cluster model. s(n) = 1 (one core per rank); b / (one-way latency measured here) = message
    latencies per log2 n level, multiplied by a published per-hop latency; byte phases =
    per-GPU state / bandwidth; plus GPU communicator (NCCL) rebuild and detection from published
-   figures. Tier 2 (warm relaunch) and tier 3 (HDF5) as in DESIGN.md, weighted by how often
+   figures. Tier 2 (warm relaunch) and tier 3 (HDF5) as in docs/ARCHITECTURE.md ("Tiers"), weighted by how often
    each is needed (Llama 3's root causes).
 3. Goodput eta = MTTF / (MTTF + E[cost per failure]) at 1K / 16K / 100K GPUs for two published
    failure rates, vs checkpoint-restart with Young's interval, beside published anchors; and the

@@ -22,7 +22,7 @@ void LineSplitter::finish(const Sink& sink) {
 }
 
 std::optional<std::string> prrte_lost_daemon_node(const std::string& line) {
-    // NOTES-SLURM.md: PRRTE's "lost communication with a remote daemon" block.
+    // docs/ulfm-traps.md, "PRRTE and Slurm": PRRTE's "lost communication with a remote daemon" block.
     static const std::regex lost_daemon_rx(R"(Remote daemon: *\S+ on node (\S+))");
     std::smatch m;
     if (line.find("Remote daemon:") == std::string::npos || !std::regex_search(line, m, lost_daemon_rx))

@@ -15,7 +15,7 @@ struct Role {
     bool operator==(const Role&) const = default;
 };
 
-// How a protected buffer is kept safe (DESIGN.md, "State and its protection").
+// How a protected buffer is kept safe (docs/ARCHITECTURE.md, "Protection").
 enum class Redundancy {
     replicated,  // identical on every DP peer (parameters under DP/ZeRO-1): local snapshot only
     sharded,     // unique to this role (optimizer shard): snapshot + copies on k ring successors

@@ -1,4 +1,4 @@
-// The HDF5 fallback checkpoint, seen from the step loop (DESIGN.md, "HDF5 fallback checkpoint";
+// The HDF5 fallback checkpoint, seen from the step loop (docs/checkpoint-format.md;
 // runtime behaviour in docs/checkpoint-format.md, "In the runtime").
 //
 // One worker thread per Checkpointer writes checkpoints one at a time. Every checkpoint runs the

@@ -195,7 +195,7 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
     for (const auto& rep : reports)
         if (rep.role >= 0) all_pristine = all_pristine && rep.pristine;
     if (plan.version < 0 && all_pristine) {
-        // Nothing has changed state yet (DESIGN.md: the optimizer runs only after the version it
+        // Nothing has changed state yet (ARCHITECTURE.md, "The step loop": the optimizer runs only after the version it
         // starts from is committed everywhere): start again from the initial state.
         plan.initial = true;
         // Live roles keep their state: only dead roles are replaced (by spares).

@@ -49,7 +49,7 @@ ft::Comm spawn_and_merge(const ft::Comm& survivors, int count, const std::vector
                          const std::string& host) {
     MPI_Info info;
     MPI_Info_create(&info);
-    // Dead processes keep their slots (NOTES-ULFM trap 3).
+    // Dead processes keep their slots (docs/ulfm-traps.md trap 3).
     MPI_Info_set(info, "map_by", "slot:OVERSUBSCRIBE");
     if (!host.empty()) MPI_Info_set(info, "host", host.c_str());
     std::vector<std::string> args(argv.begin() + 1, argv.end());
@@ -65,7 +65,7 @@ ft::Comm spawn_and_merge(const ft::Comm& survivors, int count, const std::vector
     MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
     MPI_Comm merged = MPI_COMM_NULL;
     const int merge_rc = MPI_Intercomm_merge(inter, 0, &merged);
-    // Free the intercommunicator on both sides, or MPI_Finalize hangs (NOTES-ULFM trap 5).
+    // Free the intercommunicator on both sides, or MPI_Finalize hangs (docs/ulfm-traps.md trap 5).
     MPI_Comm_free(&inter);
     ft::check(merge_rc, "MPI_Intercomm_merge", survivors);
     return ft::Comm::adopt(merged, "universe");

@@ -112,6 +112,6 @@ int main(int argc, char** argv) {
     }
     if (failures == 0) std::printf("DONE rank %d\n", rank);
     std::fflush(stdout);
-    MPI_Finalize();  // fr-mpirun's async_mpi_finalize: no hang with a dead peer (NOTES-ULFM trap 2)
+    MPI_Finalize();  // fr-mpirun's async_mpi_finalize: no hang with a dead peer (docs/ulfm-traps.md trap 2)
     return failures == 0 ? 0 : 1;
 }

@@ -259,7 +259,7 @@ def chaos_in_job(r, ranks, kind, faults, expect, refusal_ok, snapshots):
     job = "t-rec" + str(ranks) + ("-hot" if kind == "hot" else "")
     leaked_procs = "fr-run: FAIL" in out and "left" in out
     left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
-    # mpirun's exit code says little under ULFM (NOTES-ULFM trap 9): judged by the ranks'
+    # mpirun's exit code says little under ULFM (docs/ulfm-traps.md trap 9): judged by the ranks'
     # typed ending_job records (76: the state is lost in memory).
     refused = (res["checksum"] is None and any(e["exit_code"] == 76 for e in frlib.events(out, "ending_job"))
                and "mlp_trainer: error" not in out)

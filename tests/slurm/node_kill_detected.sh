@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slurm.node_kill_detected: a --no-kill job holds 5 nodes; frnode3 is killed (cgroup.kill)
 # and frnode4 frozen (cgroup.freeze) at the same moment. Slurm must mark both not
-# responding and then down within the bounds NOTES-SLURM.md measured; the job keeps
+# responding and then down within the bounds docs/ulfm-traps.md gives; the job keeps
 # running on the survivors and its live node list (flashrec-slurm job-nodes) drops both;
 # flashrec can drain the dead node; both come back to idle afterwards.
 source "$(dirname "$0")/lib.sh"

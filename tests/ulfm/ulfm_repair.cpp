@@ -75,7 +75,7 @@ Comm repair(const Comm& broken, int my_id, int dead_id, bool spawn, const char* 
     MPI_Comm merged_raw = MPI_COMM_NULL;
     flashrec::ft::check(MPI_Intercomm_merge(inter, 0, &merged_raw), "MPI_Intercomm_merge", inter,
                         "spawn-inter");
-    MPI_Comm_free(&inter);  // both sides free the intercommunicator (NOTES-ULFM trap 5)
+    MPI_Comm_free(&inter);  // both sides free the intercommunicator (docs/ulfm-traps.md trap 5)
     Comm merged = Comm::adopt(merged_raw, "merged");
     if (merged.rank() == 0) {
         flashrec::ft::check(MPI_Send(&dead_id, 1, MPI_INT, merged.size() - 1, 7, merged.get()),

@@ -1,4 +1,4 @@
-// HDF5 fallback checkpoints (DESIGN.md "HDF5 fallback checkpoint"; the on-disk format is
+// HDF5 fallback checkpoints (recovery tier 3; the on-disk format is
 // described in docs/checkpoint-format.md).
 //
 //   <root>/step-<NNNNNNNN>/manifest.json           step, topology, roles, every buffer's checksum

@@ -38,7 +38,7 @@ public:
 
     // Marks the communicator revoked on every member; never throws (it is called while
     // unwinding from another failure). Only revoke after every member passed an agree on it
-    // (NOTES-ULFM trap 6).
+    // (docs/ulfm-traps.md trap 6).
     void revoke() noexcept;
     bool is_revoked() const;
     // A new communicator without the failed processes.

@@ -1,4 +1,4 @@
-// Per-step in-memory protection (DESIGN.md, "State and its protection"): after every step the
+// Per-step in-memory protection (docs/ARCHITECTURE.md, "Protection"; docs/snapshots.md): after every step the
 // state is copied into this role's ping-pong snapshot in node-local shared memory, and the
 // unique part of it (sharded + envelope buffers) is sent to k ring successors, which keep it in
 // peer snapshots. All of it runs on a background thread, overlapped with the next step's

@@ -1,5 +1,4 @@
-// How an NCCL wait learns that the job is failing, with no thread of its own (DESIGN.md, "GPU
-// path"). NCCL cannot see a dead peer, and a rank that abandons a step because *its* MPI call
+// How an NCCL wait learns that the job is failing, with no thread of its own (docs/gpu.md). NCCL cannot see a dead peer, and a rank that abandons a step because *its* MPI call
 // failed never joins the NCCL operation its DP peers are waiting in. So each DP group keeps a
 // FailureChannel, a duplicate of the DP communicator on which no message is ever sent:
 //
@@ -28,7 +27,7 @@ public:
 
     FailureChannel() = default;
     // Collective over `group`: a duplicate of it, then an agreement on it, because revoking a
-    // communicator a peer is still creating crashes that peer (NOTES-ULFM trap 6). Throws
+    // communicator a peer is still creating crashes that peer (docs/ulfm-traps.md trap 6). Throws
     // ProcessFailure / CommRevoked / DeadlineExceeded like any flashrec MPI call.
     static FailureChannel open(const ft::Comm& group, Clock::time_point deadline,
                                std::chrono::microseconds min_interval = std::chrono::microseconds(100));

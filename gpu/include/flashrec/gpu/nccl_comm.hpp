@@ -1,4 +1,4 @@
-// An NCCL communicator that never blocks forever (DESIGN.md, "GPU path"): made from an MPI
+// An NCCL communicator that never blocks forever (docs/gpu.md): made from an MPI
 // communicator (the DP group of `work`), non-blocking (ncclConfig_t::blocking = 0), and every
 // operation waits in an AbortPoller loop that also watches an external abort flag and an
 // optional deadline. When a peer dies, recovery sets the flag, the operation in progress

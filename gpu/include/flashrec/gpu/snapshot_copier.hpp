@@ -1,4 +1,4 @@
-// The GPU half of the snapshot pipeline (DESIGN.md, "GPU path"): the live state is in device
+// The GPU half of the snapshot pipeline (docs/gpu.md): the live state is in device
 // memory; a snapshot copies it with cudaMemcpyAsync on a dedicated stream into pinned host
 // memory (the shared-memory staging slot, registered with PinnedSet), while the trainer's next
 // forward/backward runs on its own stream. One event per chunk tells the background thread

@@ -1,4 +1,4 @@
-// The HDF5 fallback checkpoint, seen from the step loop (DESIGN.md, "HDF5 fallback checkpoint"):
+// The HDF5 fallback checkpoint, seen from the step loop (docs/checkpoint-format.md):
 // every checkpoint.every_steps steps the *committed* snapshot (already in node-local shared
 // memory: no new copy of live state, no stall) is written to HDF5 by a background thread, and a
 // step directory is published only after every rank's file is complete. The same files restore
