@@ -20,7 +20,7 @@ completed again, i.e. T2 -> T4 in DeadPool's Fig. 3. Each is split into
   flashrec:  detect (injection -> a survivor noticed), recover (-> back in the loop with the
              state restored, from the recovery record), replay (steps R..F, incl. step F)
   ckpt:      job death (injection -> mpirun gone), restart (new mpirun, MPI init, the trainer's
-             setup, checkpoint read: until 'resumed from the HDF5 checkpoint'), replay (C..F)
+             setup, checkpoint read: until the checkpoint_resumed record), replay (C..F)
 The restart starts the moment job 1 is gone: no scheduler queue wait, no node replacement.
 
 Times come from the processes' own output lines, each stamped when written (a bash reader
@@ -168,14 +168,14 @@ def trial_ckpt(a, ranks, tmp, index):
         return None
     second = launch(a.build, ranks, path, ["--resume"], a.timeout, True)
     shutil.rmtree(ck, ignore_errors=True)
-    t_resumed, m = second.find(r"resumed from the HDF5 checkpoint of step (\d+)")
+    t_resumed, resumed = second.stamped_event("checkpoint_resumed")
     t_f, _ = second.find(rf"^step {a.fail_step} loss ", after=t_resumed)
     stats = second.event("job_stats") or {}
-    if not (m and t_f):
+    if not (resumed and t_f):
         print(f"checkpoint-restart: job 2 (--resume) did not resume (ranks {ranks}):\n{second.tail()}",
               file=sys.stderr)
         return None
-    c = int(m.group(1))
+    c = resumed["step"]
     return {"method": "checkpoint-restart", "spare": "none (job ends, restarted with --resume)", "tier": 3,
             "phases_s": {"job_death": first.end - t_fail, "restart": t_resumed - first.end,
                          "replay": t_f - t_resumed},

@@ -130,6 +130,16 @@ CheckpointPublished CheckpointPublished::from_json(const json& j) {
     return {r.integer("step"), r.string("path"), r.integer("files"), r.integer("bytes"), r.number("seconds")};
 }
 
+json CheckpointResumed::to_json() const {
+    json j = head(kEvent);
+    j.update({{"step", step}, {"dir", dir}});
+    return j;
+}
+CheckpointResumed CheckpointResumed::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.integer("step"), r.string("dir")};
+}
+
 json EndingJob::to_json() const {
     json j = head(kEvent);
     j.update({{"exit_code", exit_code}, {"pid", pid}, {"why", why.substr(0, 2000)}});
@@ -277,7 +287,7 @@ bool check_if(const json& record, std::string_view name) {
 
 bool is_typed(std::string_view e) {
     return e == Step::kEvent || e == FaultInjected::kEvent || e == CheckpointPublished::kEvent ||
-           e == EndingJob::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
+           e == CheckpointResumed::kEvent || e == EndingJob::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
            e == Recovery::kEvent || e == JobStats::kEvent;
 }
 
@@ -287,7 +297,8 @@ void validate(const json& record) {
     if (e == record.end() || !e->is_string()) throw RecordError("?", "event", "missing or not a string");
     const std::string name = e->get<std::string>();
     (void)(check_if<Step>(record, name) || check_if<FaultInjected>(record, name) ||
-           check_if<CheckpointPublished>(record, name) || check_if<EndingJob>(record, name) ||
+           check_if<CheckpointPublished>(record, name) || check_if<CheckpointResumed>(record, name) ||
+           check_if<EndingJob>(record, name) ||
            check_if<MpiErrorSeen>(record, name) || check_if<SpareReleased>(record, name) ||
            check_if<Recovery>(record, name) || check_if<JobStats>(record, name));
 }

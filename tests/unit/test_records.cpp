@@ -72,6 +72,7 @@ TEST_CASE("every record survives a round trip") {
                              "allreduce"});
     round_trip(FaultInjected{"role=2:step=3:action=exit:code=9", 7, 1, "exit", 9, 3, "forward"});
     round_trip(CheckpointPublished{10, "/ck/step-10", 5, 123456, 0.25});
+    round_trip(CheckpointResumed{10, "/ck"});
     round_trip(EndingJob{76, 99, "state of role dp0.tp0.pp0 is lost in memory at step 3"});
     round_trip(MpiErrorSeen{12, 75, "MPI_Allreduce(gradients)"});
     round_trip(SpareReleased{31});

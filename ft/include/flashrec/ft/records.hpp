@@ -74,6 +74,16 @@ struct CheckpointPublished {
     bool operator==(const CheckpointPublished&) const = default;
 };
 
+// The job resumed from an HDF5 checkpoint (--resume; by role 0, before its first step).
+struct CheckpointResumed {
+    static constexpr char kEvent[] = "checkpoint_resumed";
+    std::int64_t step = 0;       // the version it holds (steps completed)
+    std::string dir;             // checkpoint.dir it was read from
+    nlohmann::json to_json() const;
+    static CheckpointResumed from_json(const nlohmann::json& j);
+    bool operator==(const CheckpointResumed&) const = default;
+};
+
 // A rank ends the job on purpose and asks for a tier with its exit code (contract.hpp: 75, 76,
 // 77); sent and flushed just before it _exits with that code.
 struct EndingJob {
