@@ -23,6 +23,7 @@
 #include "flashrec/runtime/config.hpp"
 #include "flashrec/runtime/device_path.hpp"
 #include "flashrec/runtime/fault_injector.hpp"
+#include "flashrec/runtime/membership.hpp"
 #include "flashrec/runtime/topology.hpp"
 #include "flashrec/spares/spares.hpp"
 
@@ -46,20 +47,12 @@ struct Runtime::Impl {
     topology::Shape shape;
     int world_rank = -1;
     bool original = true;        // started with the job (not a spare that took a role later)
-    int role_index = -1;         // -1 while this process is a parked hot spare
     std::string node_name;       // this process's node ("node1" on virtual nodes, or the host)
     bool virtual_nodes = false;  // one machine standing in for job.nodes nodes
-    std::vector<int> node_of_role;  // node ids, equal = same node
     std::vector<std::string> start_args;  // as started: what a spawned replacement runs
     std::int64_t process_id = 0; // stable across repairs: hot spares are used in this order
-    spares::Pool spare_pool;     // parked hot spares, as ranks in `universe`
-    int epoch = 0;               // topology epoch: +1 per repair
-
-    ft::Comm universe;           // every live process: actives and hot spares
-    ft::Comm work;               // actives, ordered by role
-    ft::Comm dp, tp, pp;         // derived from work
-    ft::Comm replication;        // dup of work for the protection thread (handed to it)
-    ft::Comm checkpoint_comm;    // dup of work for the checkpointer (handed to it)
+    spares::Pool spare_pool;     // parked hot spares, as ranks in membership.universe
+    runtime::Membership membership;  // role, node map, epoch and this epoch's communicators
 
     std::unique_ptr<ft::Protection> protection;
     // What transfers of an aborted epoch may still read or write: retired Protection objects,
@@ -133,12 +126,12 @@ struct Runtime::Impl {
     std::vector<float> tp_scratch;  // tp_allreduce: every TP peer's contribution (collectives.cpp)
 
     Role role() const;
-    topology::Coord coord() const { return topology::coord_of(shape, role_index); }
+    topology::Coord coord() const { return topology::coord_of(shape, membership.role_index); }
     void enter(Phase p, std::int64_t tag);
     // Called when a collective reports a failure: abandon the step, wake everyone.
     void on_failure(const std::exception& e);
+    // Aborts the protection, checkpointer and NCCL, then revokes every communicator.
     void revoke_all() noexcept;
-    void build_communicators();
     // (Re)starts protection for the current topology; snapshot `version` of the live state.
     void start_protection(std::int64_t version);
     // The loop ended: last snapshot committed, segments of this job on this node removed.
