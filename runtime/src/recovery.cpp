@@ -70,7 +70,8 @@ recovery::Report Runtime::Impl::report() const {
     r.id = process_id;
     r.step = step;
     r.pristine = pristine;
-    for (const auto& b : buffers) r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
+    for (const auto& b : state.buffers())
+        r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
     if (membership.role_index < 0) return r;
     const std::string me = topology::role_key(coord());
     auto rejected_in = [&](const std::string& key) {
@@ -276,6 +277,7 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
 }
 
 void Runtime::Impl::send_restore(const recovery::Plan& plan) {
+    const auto& buffers = state.buffers();
     const std::string me = topology::role_key(coord());
     if (plan.initial) {
         step = plan.version;  // nothing changed state yet: the live buffers are the initial state
@@ -301,7 +303,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         return into.empty() ? reader.committed(plan.version) : reader.copy_committed(plan.version, into);
     };
     std::vector<std::span<std::byte>> live;
-    if (!has_device_buffers())
+    if (!state.has_device_buffers())
         for (const auto& b : buffers) live.emplace_back(static_cast<std::byte*>(b.data), b.bytes);
     const ft::SnapshotView mine = committed_in(store_prefix() + me, live);
     if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
@@ -352,7 +354,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
                     held.push_back(buffers[b].kind == Redundancy::replicated ? std::span<const std::byte>()
                                                                              : view.buffers.at(b).bytes);
             } else {
-                held = ft::payload_by_region(view, regions());
+                held = ft::payload_by_region(view, state.regions());
             }
             for (size_t b = 0; b < buffers.size(); ++b)
                 if (!held[b].empty()) transfers.send(held[b].data(), held[b].size(), rep.role, static_cast<int>(b));
@@ -363,6 +365,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
 }
 
 void Runtime::Impl::receive_restore() {
+    const auto& buffers = state.buffers();
     const auto& plan = last_recovery->plan;
     const recovery::Replacement* mine = nullptr;
     for (const auto& rep : plan.replacements)
@@ -466,7 +469,7 @@ void Runtime::Impl::emit_recovery_record() {
         if (name != "first_step") total += ms;
     if (noticed > 0 && in_loop > noticed) total = static_cast<double>(in_loop - noticed) / 1e3;
     std::size_t bytes = 0;
-    for (const auto& b : buffers) bytes += b.bytes;
+    for (const auto& b : state.buffers()) bytes += b.bytes;
     using PhasesMs = ft::records::PhasesMs;
     ft::records::Recovery record;
     record.tier = last_recovery->tier;

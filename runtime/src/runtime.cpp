@@ -119,10 +119,6 @@ std::vector<int> roles_from_launcher(const std::string& text, int roles) {
 // runtime::DevicePath (device_path.cpp) holds everything CUDA-specific; these bind it to this
 // process's buffers and step. Host buffers never come this way.
 
-bool Runtime::Impl::has_device_buffers() const {
-    return std::any_of(buffers.begin(), buffers.end(), [](const ProtectedBuffer& b) { return b.device >= 0; });
-}
-
 runtime::DevicePath::Step Runtime::Impl::device_step() {
     return {membership.dp, membership.epoch, deadline(), abandoned,
             [this](const std::exception& e) { on_failure(e); }};
@@ -132,13 +128,16 @@ bool Runtime::Impl::is_device_pointer(const void* data) const { return device.is
 
 void Runtime::Impl::restore_device_buffers(const std::vector<std::size_t>& which,
                                            const std::vector<std::span<const std::byte>>& sources) {
-    device.restore(buffers, which, sources);
+    device.restore(state.buffers(), which, sources);
 }
 
-std::vector<std::byte> Runtime::Impl::read_device_buffer(std::size_t b) { return device.read(buffers, b); }
+std::vector<std::byte> Runtime::Impl::read_device_buffer(std::size_t b) {
+    return device.read(state.buffers(), b);
+}
 
 void Runtime::Impl::restore_checkpoint(const std::string& role_key, std::int64_t version) {
-    if (!has_device_buffers()) {
+    const auto& buffers = state.buffers();
+    if (!state.has_device_buffers()) {
         runtime::Checkpointer::restore(cfg, buffers, role_key, version);
         return;
     }
@@ -317,13 +316,6 @@ void Runtime::Impl::retire_protection() {
     quarantine.hold(std::move(protection));
 }
 
-std::vector<ft::ProtectedRegion> Runtime::Impl::regions() const {
-    std::vector<ft::ProtectedRegion> regions;
-    for (const auto& b : buffers)
-        regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
-    return regions;
-}
-
 void Runtime::Impl::revoke_all() noexcept {
     abort_device_collectives();  // first: DP peers waiting in NCCL for this process abort now
     if (protection) protection->abort();
@@ -361,7 +353,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                 "no HDF5 checkpoints will be written");
         return;
     }
-    std::vector<ft::ProtectedRegion> regions = this->regions();
+    std::vector<ft::ProtectedRegion> regions = state.regions();
     const bool node_aware = cfg.protection.placement == "node-aware";
     const int k = cfg.protection.replicas;
     ft::ProtectionSetup setup;
@@ -421,7 +413,8 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     for (auto& dropped : stores->keep_only(keys)) quarantine.hold(std::move(dropped));
     setup.regions = std::move(regions);
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
-    setup.copier = device.snapshot_copier(buffers);  // null: Protection copies host buffers with memcpy
+    // null: Protection copies host buffers with memcpy
+    setup.copier = device.snapshot_copier(state.buffers());
     setup.after_abort = quarantine.after_abort();  // its matched receives may still write
     setup.thread_nice = cfg.protection.thread_nice;
     setup.pool = stores;
@@ -445,11 +438,11 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         log(line);
     }
     // A snapshot of device state waits (on the GPU) for the work enqueued so far.
-    if (has_device_buffers()) protection->setup().copier->state_ready(device.stream());
+    if (state.has_device_buffers()) protection->setup().copier->state_ready(device.stream());
     protection->start_snapshot(version, membership.epoch, std::move(scope));
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(membership.checkpoint));
     else checkpointer = std::make_unique<runtime::Checkpointer>(
-             cfg, buffers, checkpoint_identity(), std::move(membership.checkpoint),
+             cfg, state.buffers(), checkpoint_identity(), std::move(membership.checkpoint),
              [this](const ft::records::CheckpointPublished& c) { emit(c.to_json()); });
 }
 
@@ -474,8 +467,8 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     const auto ratio = [](std::size_t a, std::size_t b) {
         return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
     };
-    std::size_t state = 0;
-    for (const auto& b : buffers) state += b.bytes;
+    std::size_t state_bytes = 0;
+    for (const auto& b : state.buffers()) state_bytes += b.bytes;
     ft::records::JobStats r;
     r.role = topology::role_key(coord());
     r.steps = static_cast<std::int64_t>(stats.step_ms.size());
@@ -483,7 +476,7 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     r.median_exposed_wait_ms = median(stats.exposed_wait_ms);
     r.total_exposed_wait_ms = waited;
     r.protection = cfg.protection.enabled;
-    r.state_bytes = static_cast<std::int64_t>(state);
+    r.state_bytes = static_cast<std::int64_t>(state_bytes);
     r.shm_bytes = static_cast<std::int64_t>(shm_bytes);
     r.snapshot_ms = snapshot.seconds * 1e3;
     r.snapshot_copied_bytes = static_cast<std::int64_t>(snapshot.copied_bytes);
@@ -697,30 +690,12 @@ ShardRange Runtime::shard_range(std::size_t count) const {
 
 void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DType type,
                       Redundancy kind) {
-    if (impl_->loop_started)
-        throw UsageError("protect", name,
-                         "was registered after the step loop started: register every buffer before "
-                         "rt.steps() begins (a buffer added later has no snapshot or replica, so a "
-                         "recovery could not restore it)");
-    if (bytes == 0) throw UsageError("protect", name, "is empty (0 bytes): there is nothing to protect");
-    if (data == nullptr) throw UsageError("protect", name, "is a null pointer");
-    for (const auto& b : impl_->buffers)
-        if (b.name == name) throw Error("protect: buffer '" + name + "' is registered twice");
-    if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
-        throw Error("protect: buffer name '" + name + "' must be 1-63 characters without '/' or spaces");
     int device = -1;
 #if FLASHREC_WITH_CUDA
     device = gpu::device_memory_of(data);  // -1 at once, with no CUDA call, if CUDA is unused
-    if (device >= 0) {
-        for (const auto& b : impl_->buffers)
-            if (b.device >= 0 && b.device != device)
-                throw Error("protect: buffer '" + name + "' is on CUDA device " + std::to_string(device) +
-                            " and buffer '" + b.name + "' on device " + std::to_string(b.device) +
-                            ": a process's device buffers must all be on one device");
-        impl_->device.enable();
-    }
 #endif
-    impl_->buffers.push_back({name, data, bytes, type, kind, device});
+    impl_->state.add({name, data, bytes, type, kind, device}, impl_->loop_started);
+    if (device >= 0) impl_->device.enable();
 }
 
 void Runtime::set_compute_stream(void* cuda_stream) {
@@ -734,8 +709,7 @@ void Runtime::set_compute_stream(void* cuda_stream) {
 }
 
 bool Runtime::on_device(const std::string& name) const {
-    for (const auto& b : impl_->buffers)
-        if (b.name == name) return b.device >= 0;
+    if (const ProtectedBuffer* b = impl_->state.find(name)) return b->device >= 0;
     throw Error("on_device: no protected buffer is named '" + name + "'");
 }
 
@@ -747,9 +721,10 @@ std::string Runtime::snapshot_copier() const {
 
 std::string Runtime::state_checksum() {
     auto& im = *impl_;
+    const auto& buffers = im.state.buffers();
     std::vector<std::uint64_t> parts;
-    for (std::size_t i = 0; i < im.buffers.size(); ++i) {
-        const ProtectedBuffer& b = im.buffers[i];
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+        const ProtectedBuffer& b = buffers[i];
         parts.push_back(ft::checksum(b.name.data(), b.name.size()));
         if (b.device >= 0) {
             const std::vector<std::byte> host = im.read_device_buffer(i);
@@ -820,7 +795,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     }
     if (im.protection) {
         // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
-        if (im.has_device_buffers()) im.protection->setup().copier->state_ready(im.device.stream());
+        if (im.state.has_device_buffers()) im.protection->setup().copier->state_ready(im.device.stream());
         im.protection->start_snapshot(im.step, im.membership.epoch);
     }
     im.enter(Phase::forward, im.step);

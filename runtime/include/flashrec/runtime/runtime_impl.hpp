@@ -24,6 +24,7 @@
 #include "flashrec/runtime/device_path.hpp"
 #include "flashrec/runtime/fault_injector.hpp"
 #include "flashrec/runtime/membership.hpp"
+#include "flashrec/runtime/state_registry.hpp"
 #include "flashrec/runtime/topology.hpp"
 #include "flashrec/spares/spares.hpp"
 
@@ -62,8 +63,6 @@ struct Runtime::Impl {
     // The snapshot stores of this process, kept mapped across repairs (docs/snapshots.md).
     std::shared_ptr<ft::StorePool> stores = std::make_shared<ft::StorePool>();
     void retire_protection();
-    // The registered buffers as the protection sees them (ft's replica format is over these).
-    std::vector<ft::ProtectedRegion> regions() const;
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
     std::unique_ptr<runtime::Checkpointer> checkpointer;
     ft::Watchdog watchdog;
@@ -91,7 +90,7 @@ struct Runtime::Impl {
     void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
                         const ft::SnapshotTiming& totals, std::size_t snapshots);
 
-    std::vector<ProtectedBuffer> buffers;
+    runtime::StateRegistry state;  // the buffers registered with protect()
     runtime::FaultInjector faults;
 
     // GPU path (runtime::DevicePath; the functions below bind it to this process's buffers and
@@ -99,7 +98,6 @@ struct Runtime::Impl {
     // into the buffer) exactly as without CUDA.
     runtime::DevicePath device;  // enabled by protect() (a device buffer) / set_compute_stream
     runtime::DevicePath::Step device_step();
-    bool has_device_buffers() const;
     // Whether `data` is device memory: false at once on the CPU path (no CUDA call).
     bool is_device_pointer(const void* data) const;
     // Copies host bytes into the live buffers: sources[b] for each b in `which` (device
