@@ -71,8 +71,8 @@ void Step::tp_allreduce(std::span<float> data) {
     im.tp_scratch.resize(static_cast<std::size_t>(t) * n);
     im.guarded([&] {
         ft::check(MPI_Allgather(data.data(), static_cast<int>(n), MPI_FLOAT, im.tp_scratch.data(),
-                                static_cast<int>(n), MPI_FLOAT, im.tp.get()),
-                  "MPI_Allgather(tp_allreduce)", im.tp);
+                                static_cast<int>(n), MPI_FLOAT, im.membership.tp.get()),
+                  "MPI_Allgather(tp_allreduce)", im.membership.tp);
     });
     if (im.abandoned) return;
     std::copy_n(im.tp_scratch.begin(), n, data.begin());
@@ -97,8 +97,8 @@ void Step::tp_allgather(std::span<const float> part, std::span<float> full) {
     im.enter(Phase::tp_exchange, index_);
     const int n = static_cast<int>(part.size());
     im.guarded([&] {
-        ft::check(MPI_Allgather(part.data(), n, MPI_FLOAT, full.data(), n, MPI_FLOAT, im.tp.get()),
-                  "MPI_Allgather(tp_allgather)", im.tp);
+        ft::check(MPI_Allgather(part.data(), n, MPI_FLOAT, full.data(), n, MPI_FLOAT, im.membership.tp.get()),
+                  "MPI_Allgather(tp_allgather)", im.membership.tp);
     });
 }
 
@@ -124,8 +124,8 @@ void Step::pp_send(std::span<const float> data, int stage) {
     // The PP group is ordered by pp coordinate: its rank of stage s is s.
     im.guarded([&] {
         ft::check(MPI_Send(data.data(), static_cast<int>(data.size()), MPI_FLOAT, stage, kPipelineTag,
-                           im.pp.get()),
-                  "MPI_Send(pp_send)", im.pp);
+                           im.membership.pp.get()),
+                  "MPI_Send(pp_send)", im.membership.pp);
     });
 }
 
@@ -138,12 +138,12 @@ void Step::pp_recv(std::span<float> data, int stage) {
     bool too_long = false;
     im.guarded([&] {
         const int rc = MPI_Recv(data.data(), static_cast<int>(data.size()), MPI_FLOAT, stage, kPipelineTag,
-                                im.pp.get(), &status);
+                                im.membership.pp.get(), &status);
         int error_class = MPI_SUCCESS;
         if (rc != MPI_SUCCESS) MPI_Error_class(rc, &error_class);
         // A longer message is the trainer's bug, not a failure: recovering would replay it forever.
         too_long = error_class == MPI_ERR_TRUNCATE;
-        if (!too_long) ft::check(rc, "MPI_Recv(pp_recv)", im.pp);
+        if (!too_long) ft::check(rc, "MPI_Recv(pp_recv)", im.membership.pp);
     });
     int got = 0;
     if (!too_long && im.abandoned) return;

@@ -65,13 +65,14 @@ void Runtime::Impl::end_job(const std::string& why, int exit_code) {
 
 recovery::Report Runtime::Impl::report() const {
     recovery::Report r;
-    r.role = role_index;
+    r.role = membership.role_index;
     r.node = node_name;
     r.id = process_id;
     r.step = step;
     r.pristine = pristine;
-    for (const auto& b : buffers) r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
-    if (role_index < 0) return r;
+    for (const auto& b : state.buffers())
+        r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
+    if (membership.role_index < 0) return r;
     const std::string me = topology::role_key(coord());
     auto rejected_in = [&](const std::string& key) {
         const auto it = rejected_versions.find(key);
@@ -85,7 +86,8 @@ recovery::Report Runtime::Impl::report() const {
     }
     // Own snapshots of the other roles on this node: a dead one's are served from here when its
     // ring copy died with its holder (issue 15, case 2).
-    r.local = recovery::node_local_copies(cfg.job.name, store_prefix(), shape, role_index, node_of_role, rejected_in);
+    r.local = recovery::node_local_copies(cfg.job.name, store_prefix(), shape, membership.role_index,
+                                          membership.node_of_role, rejected_in);
     return r;
 }
 
@@ -125,14 +127,14 @@ void Runtime::Impl::recover() {
         } catch (const ShardLost& e) {
             end_job(std::string(e.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", ft::kExitStateLost);
         } catch (const ProcessFailure& e) {
-            log("recovery epoch " + std::to_string(epoch) + " was interrupted: " + e.what());
+            log("recovery epoch " + std::to_string(membership.epoch) + " was interrupted: " + e.what());
         } catch (const CommRevoked& e) {
-            log("recovery epoch " + std::to_string(epoch) + " was interrupted: " + e.what());
+            log("recovery epoch " + std::to_string(membership.epoch) + " was interrupted: " + e.what());
         } catch (const DeadlineExceeded& e) {
-            log("recovery epoch " + std::to_string(epoch) + ": " + e.what());
+            log("recovery epoch " + std::to_string(membership.epoch) + ": " + e.what());
         }
         watchdog.disarm();
-        ++epoch;
+        ++membership.epoch;
     }
 }
 
@@ -142,18 +144,18 @@ void Runtime::Impl::recovery_epoch() {
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
     // Armed before the revoke: in a retried epoch, stopping the protection and checkpoint
     // threads of a failed one must not be able to block the process forever either.
-    watchdog.arm("revoke", epoch, budget);
+    watchdog.arm("revoke", membership.epoch, budget);
     revoke_all();
     retire_protection();
     timeline.mark("revoke");
 
-    watchdog.arm("shrink", epoch, budget);
-    ft::Comm survivors = universe.shrink("universe");
+    watchdog.arm("shrink", membership.epoch, budget);
+    ft::Comm survivors = membership.universe.shrink("universe");
     timeline.mark("shrink");
     survivors.agree(1, deadline());
     timeline.mark("agree");
 
-    watchdog.arm("exchange", epoch, budget);
+    watchdog.arm("exchange", membership.epoch, budget);
     auto reports = exchange_reports(survivors);
     int live_roles = 0, idle_spares = 0;
     for (const auto& r : reports) (r.role >= 0 ? live_roles : idle_spares)++;
@@ -163,13 +165,13 @@ void Runtime::Impl::recovery_epoch() {
     timeline.mark("exchange");
 
     if (to_spawn > 0) {
-        watchdog.arm("spawn", epoch, budget);
+        watchdog.arm("spawn", membership.epoch, budget);
         const spares::SpawnCommand child =
             spares::spawn_command(start_args, spares::this_executable(), std::getenv(ft::env::kSpareHost),
                                   virtual_nodes, cfg.job.nodes, node_name);
         ft::Comm merged = spares::spawn_and_merge(survivors, to_spawn, child.argv, child.host);
         timeline.mark("spawn");
-        std::int64_t e = epoch;
+        std::int64_t e = membership.epoch;
         if (merged.rank() == 0)
             for (int c = merged.size() - to_spawn; c < merged.size(); ++c)
                 ft::check(MPI_Send(&e, 1, MPI_INT64_T, c, kEpochTag, merged.get()), "MPI_Send(epoch)",
@@ -187,7 +189,7 @@ void Runtime::Impl::join_as_spawned() {
     std::int64_t e = 0;
     ft::check(MPI_Recv(&e, 1, MPI_INT64_T, 0, kEpochTag, merged.get(), MPI_STATUS_IGNORE),
               "MPI_Recv(epoch)", merged);
-    epoch = static_cast<int>(e);
+    membership.epoch = static_cast<int>(e);
     process_id = (e + 1) * 1000000 + world_rank;
     try {
         const auto reports = exchange_reports(merged);
@@ -226,12 +228,12 @@ recovery::Outcome Runtime::Impl::decide(int me, const std::vector<recovery::Repo
         end_job(std::to_string(plan.missing_spares) + " dead role(s) and no spare left to take them "
                 "(hot_spares exhausted" + std::string(cfg.recovery.spawn ? ", spawn failed" : ", spawn off") +
                 "); slurm.when_spares_exhausted decides what the launcher does next", ft::kExitNoSpare);
-    return recovery::outcome_of(std::move(plan), me, role_index, std::move(replacement));
+    return recovery::outcome_of(std::move(plan), me, membership.role_index, std::move(replacement));
 }
 
 void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
     const recovery::Plan& plan = outcome.plan;
-    const bool role_changed = role_index != outcome.role;
+    const bool role_changed = membership.role_index != outcome.role;
     if (outcome.part == recovery::Part::recovered) {
         restore_pending = true;
         restore_version = plan.version;
@@ -247,10 +249,10 @@ void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
         holder.dp = c.dp, holder.tp = c.tp, holder.pp = c.pp;
         faults.set_identity(holder);
     }
-    role_index = outcome.role;
-    node_of_role = plan.node_of_role;
+    membership.role_index = outcome.role;
+    membership.node_of_role = plan.node_of_role;
     spare_pool.assign(plan.role_of_process);
-    universe = std::move(next_universe);
+    membership.universe = std::move(next_universe);
     last_recovery = std::move(outcome);
     if (role_changed) connect_control_plane();
 }
@@ -261,20 +263,21 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
     const int me = new_universe.rank();
     apply(std::move(new_universe), decide(me, reports, std::move(replacement)));
 
-    watchdog.arm("rebuild", epoch, budget);
-    build_communicators();
+    watchdog.arm("rebuild", membership.epoch, budget);
+    membership.build_communicators(shape, deadline());
     timeline.mark("rebuild");
-    if (role_index >= 0 && !restore_pending) {
-        watchdog.arm("restore", epoch, budget);
+    if (membership.role_index >= 0 && !restore_pending) {
+        watchdog.arm("restore", membership.epoch, budget);
         send_restore(last_recovery->plan);
         finish_recovery();
-    } else if (role_index < 0) {
+    } else if (membership.role_index < 0) {
         finish_recovery();  // an idle spare takes part in the restored-agree, then parks again
     }
     watchdog.disarm();
 }
 
 void Runtime::Impl::send_restore(const recovery::Plan& plan) {
+    const auto& buffers = state.buffers();
     const std::string me = topology::role_key(coord());
     if (plan.initial) {
         step = plan.version;  // nothing changed state yet: the live buffers are the initial state
@@ -300,7 +303,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
         return into.empty() ? reader.committed(plan.version) : reader.copy_committed(plan.version, into);
     };
     std::vector<std::span<std::byte>> live;
-    if (!has_device_buffers())
+    if (!state.has_device_buffers())
         for (const auto& b : buffers) live.emplace_back(static_cast<std::byte*>(b.data), b.bytes);
     const ft::SnapshotView mine = committed_in(store_prefix() + me, live);
     if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
@@ -318,10 +321,10 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
 
     // ... and the replacements' state from the snapshots kept here, tagged by buffer index.
     // The requests stay with the buffers they read (the quarantine) if the wait is cut short.
-    ft::Transfers& transfers = quarantine.hold(std::make_unique<ft::Transfers>(work));
+    ft::Transfers& transfers = quarantine.hold(std::make_unique<ft::Transfers>(membership.work));
     std::vector<ft::SnapshotView> held_views;
     for (const auto& rep : plan.replacements) {
-        if (rep.replicated_from == role_index) {
+        if (rep.replicated_from == membership.role_index) {
             for (size_t b = 0; b < buffers.size(); ++b) {
                 if (buffers[b].kind != Redundancy::replicated) continue;
                 // From the live buffer, just restored: it outlives any transfer. A device
@@ -332,7 +335,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
                     transfers.send(buffers[b].data, buffers[b].bytes, rep.role, static_cast<int>(b));
             }
         }
-        if (rep.payload_from == role_index) {
+        if (rep.payload_from == membership.role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
             // Sent straight from the held slot, or from the dead owner's own snapshot on this
             // node (verified in full as it is read); kept beyond this call (the quarantine).
@@ -351,7 +354,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
                     held.push_back(buffers[b].kind == Redundancy::replicated ? std::span<const std::byte>()
                                                                              : view.buffers.at(b).bytes);
             } else {
-                held = ft::payload_by_region(view, regions());
+                held = ft::payload_by_region(view, state.regions());
             }
             for (size_t b = 0; b < buffers.size(); ++b)
                 if (!held[b].empty()) transfers.send(held[b].data(), held[b].size(), rep.role, static_cast<int>(b));
@@ -362,11 +365,12 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
 }
 
 void Runtime::Impl::receive_restore() {
+    const auto& buffers = state.buffers();
     const auto& plan = last_recovery->plan;
     const recovery::Replacement* mine = nullptr;
     for (const auto& rep : plan.replacements)
-        if (rep.role == role_index) mine = &rep;
-    if (!mine) throw Error("recovery: this process took role " + std::to_string(role_index) +
+        if (rep.role == membership.role_index) mine = &rep;
+    if (!mine) throw Error("recovery: this process took role " + std::to_string(membership.role_index) +
                            " but the plan has no restore sources for it");
     if (plan.initial) {
         // Nobody had changed state yet: build this role's initial state as the job's start did
@@ -382,8 +386,8 @@ void Runtime::Impl::receive_restore() {
         restore_pending = false;
         return;
     }
-    watchdog.arm("restore", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
-    ft::Transfers& transfers = quarantine.hold(std::make_unique<ft::Transfers>(work));
+    watchdog.arm("restore", membership.epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
+    ft::Transfers& transfers = quarantine.hold(std::make_unique<ft::Transfers>(membership.work));
     // Device buffers arrive in host staging (MPI cannot write device memory here), quarantined
     // like the requests: after a revoke, MPI may still write into a matched receive's buffer.
     std::vector<std::size_t> device_buffers;
@@ -407,12 +411,12 @@ void Runtime::Impl::receive_restore() {
 }
 
 void Runtime::Impl::finish_recovery() {
-    universe.agree(1, deadline());
+    membership.universe.agree(1, deadline());
     timeline.mark("restore");
     watchdog.disarm();
     abandoned = false;
-    ++epoch;
-    if (role_index < 0) return;
+    ++membership.epoch;
+    if (membership.role_index < 0) return;
     step = last_recovery->plan.version;
     start_protection(step);
     timeline.mark("resumed");
@@ -430,10 +434,10 @@ void Runtime::Impl::emit_recovery_record() {
                                 {"noticed_unix_us", timeline.noticed_unix_us},
                                 {"in_loop_unix_us", timeline.in_loop_unix_us}};
     std::vector<std::string> gathered;
-    guarded([&] { gathered = ft::allgather_strings(work, own.dump()); });
+    guarded([&] { gathered = ft::allgather_strings(membership.work, own.dump()); });
     timeline.noticed_unix_us = 0;
     timeline.in_loop_unix_us = 0;
-    if (abandoned || role_index != 0) {
+    if (abandoned || membership.role_index != 0) {
         last_recovery.reset();
         return;
     }
@@ -465,11 +469,11 @@ void Runtime::Impl::emit_recovery_record() {
         if (name != "first_step") total += ms;
     if (noticed > 0 && in_loop > noticed) total = static_cast<double>(in_loop - noticed) / 1e3;
     std::size_t bytes = 0;
-    for (const auto& b : buffers) bytes += b.bytes;
+    for (const auto& b : state.buffers()) bytes += b.bytes;
     using PhasesMs = ft::records::PhasesMs;
     ft::records::Recovery record;
     record.tier = last_recovery->tier;
-    record.epoch = epoch;
+    record.epoch = membership.epoch;
     record.failed_roles = failed.get<std::vector<std::string>>();
     record.replacement = last_recovery->replacement;
     record.recovery_version = record.resume_step = plan.version;
@@ -500,27 +504,28 @@ void Runtime::Impl::warm_restore() {
     held_roles.clear();
     const std::string me = topology::role_key(coord());
     for (int owner = 0; owner < shape.size(); ++owner)
-        if (owner != role_index &&
+        if (owner != membership.role_index &&
             recovery::committed_versions(cfg.job.name, store_prefix() + ft::peer_role_key(
                                           topology::role_key(topology::coord_of(shape, owner)), me))
                     .newest >= 0)
             held_roles.push_back(owner);
     // Stale segments of roles that moved (issue 15, case 3) may sit here under this node's name:
     // make_plan's relaunch mode uses this node's own copy only when it has the version chosen.
-    watchdog.arm("relaunch-exchange", epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
+    watchdog.arm("relaunch-exchange", membership.epoch,
+                 std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
     // Plan, then verify every byte this process will send or restore from; a copy that fails
     // (a flipped byte in the newest slot) is left out and everyone plans again, so the job
     // falls back to the older slot or a replica instead of failing (issue 15, case 9). Each
     // round leaves out at least one (store, version), so the loop ends.
     recovery::Plan plan;
     for (int round = 0;; ++round) {
-        const auto reports = exchange_reports(work);
+        const auto reports = exchange_reports(membership.work);
         plan = recovery::make_plan(shape, reports, recovery::Mode::relaunch);
         if (plan.version < 0 || plan.initial) break;
         const std::string bad = verify_restore_sources(plan);
         int all_good = bad.empty() ? 1 : 0;
-        ft::check(MPI_Allreduce(MPI_IN_PLACE, &all_good, 1, MPI_INT, MPI_MIN, work.get()),
-                  "MPI_Allreduce(relaunch sources verified)", work);
+        ft::check(MPI_Allreduce(MPI_IN_PLACE, &all_good, 1, MPI_INT, MPI_MIN, membership.work.get()),
+                  "MPI_Allreduce(relaunch sources verified)", membership.work);
         if (all_good) break;
         if (round >= 16) end_job("warm relaunch: snapshot copies kept failing verification", ft::kExitStateLost);
     }
@@ -539,8 +544,8 @@ void Runtime::Impl::warm_restore() {
     // Every role keeps its place (the launcher laid the job out); a role restored from a ring
     // replica is "recovered", one restored from its own node's snapshot a "survivor".
     bool mine = false;
-    for (const auto& rep : plan.replacements) mine = mine || rep.role == role_index;
-    outcome.role = role_index;
+    for (const auto& rep : plan.replacements) mine = mine || rep.role == membership.role_index;
+    outcome.role = membership.role_index;
     outcome.part = mine ? recovery::Part::recovered : recovery::Part::survivor;
     outcome.replacement = "relaunch";
     outcome.plan = plan;
@@ -548,11 +553,11 @@ void Runtime::Impl::warm_restore() {
     last_recovery = std::move(outcome);
     if (mine) receive_restore();
     else send_restore(plan);
-    work.agree(1, deadline());
+    membership.work.agree(1, deadline());
     timeline.mark("restore");
     watchdog.disarm();
     step = plan.version;
-    if (role_index == 0)
+    if (membership.role_index == 0)
         log("warm relaunch: restored version " + std::to_string(step) + " (" +
             std::to_string(plan.replacements.size()) + " role(s) from ring replicas" +
             (plan.from_checkpoint ? ", from the HDF5 checkpoint" : "") + ")");
@@ -565,8 +570,8 @@ std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
     std::vector<std::pair<std::string, std::string>> sources;  // (segment key, what it is)
     bool replaced = false;
     for (const auto& rep : plan.replacements) {
-        replaced = replaced || rep.role == role_index;
-        if (rep.payload_from == role_index) {
+        replaced = replaced || rep.role == membership.role_index;
+        if (rep.payload_from == membership.role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
             sources.emplace_back(store_prefix() + ft::peer_role_key(owner, me), "the ring copy of " + owner);
         }
@@ -594,15 +599,15 @@ std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
 }
 
 void Runtime::Impl::park_until_needed() {
-    while (role_index < 0) {
-        if (spares::park(universe) == spares::Wake::released) {
+    while (membership.role_index < 0) {
+        if (spares::park(membership.universe) == spares::Wake::released) {
             log("released at the end of the job; this hot spare was not needed");
             emit(ft::records::SpareReleased{static_cast<std::int32_t>(getpid())}.to_json());
             // The trainer never runs on this process: leave like a finished job (BYE first,
             // so the launcher does not count a lost spare).
             heartbeat.reset();
-            universe = ft::Comm();
-            work = ft::Comm();
+            membership.universe = ft::Comm();
+            membership.work = ft::Comm();
             MPI_Finalize();
             std::exit(0);
         }

@@ -119,25 +119,25 @@ std::vector<int> roles_from_launcher(const std::string& text, int roles) {
 // runtime::DevicePath (device_path.cpp) holds everything CUDA-specific; these bind it to this
 // process's buffers and step. Host buffers never come this way.
 
-bool Runtime::Impl::has_device_buffers() const {
-    return std::any_of(buffers.begin(), buffers.end(), [](const ProtectedBuffer& b) { return b.device >= 0; });
-}
-
 runtime::DevicePath::Step Runtime::Impl::device_step() {
-    return {dp, epoch, deadline(), abandoned, [this](const std::exception& e) { on_failure(e); }};
+    return {membership.dp, membership.epoch, deadline(), abandoned,
+            [this](const std::exception& e) { on_failure(e); }};
 }
 
 bool Runtime::Impl::is_device_pointer(const void* data) const { return device.is_device_pointer(data); }
 
 void Runtime::Impl::restore_device_buffers(const std::vector<std::size_t>& which,
                                            const std::vector<std::span<const std::byte>>& sources) {
-    device.restore(buffers, which, sources);
+    device.restore(state.buffers(), which, sources);
 }
 
-std::vector<std::byte> Runtime::Impl::read_device_buffer(std::size_t b) { return device.read(buffers, b); }
+std::vector<std::byte> Runtime::Impl::read_device_buffer(std::size_t b) {
+    return device.read(state.buffers(), b);
+}
 
 void Runtime::Impl::restore_checkpoint(const std::string& role_key, std::int64_t version) {
-    if (!has_device_buffers()) {
+    const auto& buffers = state.buffers();
+    if (!state.has_device_buffers()) {
         runtime::Checkpointer::restore(cfg, buffers, role_key, version);
         return;
     }
@@ -218,16 +218,16 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         join_as_spawned();
         return;
     }
-    universe = ft::Comm::dup_world("universe");
+    membership.universe = ft::Comm::dup_world("universe");
     process_id = world_rank;
     const int expected = shape.size() + cfg.job.hot_spares;
-    if (universe.size() != expected)
+    if (membership.universe.size() != expected)
         throw ConfigError(cfg.path, 0, "job",
                           "needs " + std::to_string(shape.size()) + " active ranks + " +
                               std::to_string(cfg.job.hot_spares) + " hot spares = " +
                               std::to_string(expected) + " processes, but the job has " +
-                              std::to_string(universe.size()));
-    const std::vector<std::string> names = node_names(universe, cfg.job, virtual_nodes);
+                              std::to_string(membership.universe.size()));
+    const std::vector<std::string> names = node_names(membership.universe, cfg.job, virtual_nodes);
     node_name = names[static_cast<size_t>(world_rank)];
     std::map<std::string, int> node_id;
     std::vector<int> active_nodes;
@@ -238,15 +238,15 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
                                      ? roles_from_launcher(std::getenv(ft::env::kRoleOfRank), shape.size())
                                      : topology::assign_roles(shape, active_nodes,
                                                               topology::parse_placement(cfg.job.placement));
-    node_of_role.assign(static_cast<size_t>(shape.size()), 0);
+    membership.node_of_role.assign(static_cast<size_t>(shape.size()), 0);
     for (int p = 0; p < shape.size(); ++p)
-        node_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] =
+        membership.node_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] =
             active_nodes[static_cast<size_t>(p)];
-    if (world_rank < shape.size()) role_index = role_of_process[static_cast<size_t>(world_rank)];
-    spare_pool.assign_range(shape.size(), universe.size());
+    if (world_rank < shape.size()) membership.role_index = role_of_process[static_cast<size_t>(world_rank)];
+    spare_pool.assign_range(shape.size(), membership.universe.size());
 
     config::Fault me;
-    if (role_index >= 0) {
+    if (membership.role_index >= 0) {
         const auto c = coord();
         me.dp = c.dp, me.tp = c.tp, me.pp = c.pp;
     } else {
@@ -254,28 +254,9 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         me.spare_index = world_rank - shape.size();
     }
     faults.set_identity(me);
-    build_communicators();
+    membership.build_communicators(shape, deadline());
     connect_control_plane();
-    if (role_index < 0) park_until_needed();
-}
-
-void Runtime::Impl::build_communicators() {
-    const bool active = role_index >= 0;
-    work = universe.split(active ? 0 : -1, role_index, "work");
-    if (active) {
-        const auto c = coord();
-        dp = work.split(c.tp + shape.tp * c.pp, c.dp, "dp");
-        tp = work.split(c.dp + shape.dp * c.pp, c.tp, "tp");
-        pp = work.split(c.tp + shape.tp * c.dp, c.pp, "pp");
-        replication = work.dup("replication");
-        checkpoint_comm = work.dup("checkpoint");
-    } else {
-        dp = ft::Comm(), tp = ft::Comm(), pp = ft::Comm(), replication = ft::Comm();
-        checkpoint_comm = ft::Comm();
-    }
-    // Every member passes this agreement only after creating every communicator above, so
-    // revoking them later cannot hit a peer still inside their creation (NOTES-ULFM trap 6).
-    universe.agree(1, deadline());
+    if (membership.role_index < 0) park_until_needed();
 }
 
 Role Runtime::Impl::role() const {
@@ -306,13 +287,13 @@ void Runtime::Impl::enter(Phase p, std::int64_t tag) {
 }
 
 void Runtime::Impl::connect_control_plane() {
-    const std::string who = role_index >= 0 ? topology::role_key(coord())
+    const std::string who = membership.role_index >= 0 ? topology::role_key(coord())
                                             : "spare:" + std::to_string(process_id);
     heartbeat.reset();
     auto options = ft::HeartbeatClientOptions::from_environment(who, world_rank);
     if (!options) return;  // not started by flashrec-launch: no control plane
     options->period = std::chrono::milliseconds(cfg.detection.heartbeat_ms);
-    if (role_index < 0) progress.phase.store(ft::wire::Phase::parked);
+    if (membership.role_index < 0) progress.phase.store(ft::wire::Phase::parked);
     heartbeat = std::make_unique<ft::HeartbeatClient>(std::move(*options), progress);
 }
 
@@ -335,18 +316,11 @@ void Runtime::Impl::retire_protection() {
     quarantine.hold(std::move(protection));
 }
 
-std::vector<ft::ProtectedRegion> Runtime::Impl::regions() const {
-    std::vector<ft::ProtectedRegion> regions;
-    for (const auto& b : buffers)
-        regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
-    return regions;
-}
-
 void Runtime::Impl::revoke_all() noexcept {
     abort_device_collectives();  // first: DP peers waiting in NCCL for this process abort now
     if (protection) protection->abort();
     if (checkpointer) checkpointer->abort();
-    for (ft::Comm* c : {&dp, &tp, &pp, &work, &universe}) c->revoke();
+    membership.revoke_all();
 }
 
 namespace {
@@ -374,12 +348,12 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     retire_protection();
     if (!cfg.protection.enabled) {
         // HDF5 checkpoints are written from committed snapshots: none without protection.
-        if (cfg.checkpoint.every_steps > 0 && role_index == 0 && epoch == 0)
+        if (cfg.checkpoint.every_steps > 0 && membership.role_index == 0 && membership.epoch == 0)
             log("warning: checkpoint.every_steps is set but protection.enabled is false: "
                 "no HDF5 checkpoints will be written");
         return;
     }
-    std::vector<ft::ProtectedRegion> regions = this->regions();
+    std::vector<ft::ProtectedRegion> regions = state.regions();
     const bool node_aware = cfg.protection.placement == "node-aware";
     const int k = cfg.protection.replicas;
     ft::ProtectionSetup setup;
@@ -396,8 +370,10 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     setup.store_prefix = store_prefix();
     setup.role_key = topology::role_key(coord());
     setup.chunk_bytes = static_cast<std::size_t>(cfg.protection.chunk_bytes);
-    const auto successors = topology::ring_successors(shape, role_index, k, node_of_role, node_aware);
-    held_roles = topology::ring_predecessors(shape, role_index, k, node_of_role, node_aware);
+    const auto successors =
+        topology::ring_successors(shape, membership.role_index, k, membership.node_of_role, node_aware);
+    held_roles =
+        topology::ring_predecessors(shape, membership.role_index, k, membership.node_of_role, node_aware);
 
     // What this process's stores hold already: after a repair, every store whose (owner,
     // holder) pair survived holds the recovered version (headers only: cheap). The first
@@ -420,11 +396,11 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         if (held) have += std::to_string(r) + ",";
     }
     const auto gathered =
-        ft::allgather_strings(work, have + "\n" + serialize(ft::payload_layout(regions)));
+        ft::allgather_strings(membership.work, have + "\n" + serialize(ft::payload_layout(regions)));
     for (int r : successors) {
         const std::string& theirs = gathered[static_cast<size_t>(r)];
         const std::string list = "," + theirs.substr(0, theirs.find('\n'));
-        scope.send_to.push_back(list.find("," + std::to_string(role_index) + ",") == std::string::npos);
+        scope.send_to.push_back(list.find("," + std::to_string(membership.role_index) + ",") == std::string::npos);
         setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
     }
     for (int r : held_roles) {
@@ -437,7 +413,8 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     for (auto& dropped : stores->keep_only(keys)) quarantine.hold(std::move(dropped));
     setup.regions = std::move(regions);
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
-    setup.copier = device.snapshot_copier(buffers);  // null: Protection copies host buffers with memcpy
+    // null: Protection copies host buffers with memcpy
+    setup.copier = device.snapshot_copier(state.buffers());
     setup.after_abort = quarantine.after_abort();  // its matched receives may still write
     setup.thread_nice = cfg.protection.thread_nice;
     setup.pool = stores;
@@ -445,8 +422,8 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     // pairs on the protection thread, off the way back into the loop; a job's start makes
     // them here, so that a /dev/shm too small fails before the first step.
     setup.open_new_stores_in_background = last_recovery.has_value();
-    protection = std::make_unique<ft::Protection>(std::move(setup), std::move(replication));
-    if (role_index == 0 && epoch == 0) {
+    protection = std::make_unique<ft::Protection>(std::move(setup), std::move(membership.replication));
+    if (membership.role_index == 0 && membership.epoch == 0) {
         // From the layouts: after a warm relaunch the stores are opened in the background.
         const auto& made = protection->setup();
         const std::size_t own = 2 * ft::snapshot_segment_bytes(ft::full_layout(made.regions));
@@ -461,17 +438,17 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         log(line);
     }
     // A snapshot of device state waits (on the GPU) for the work enqueued so far.
-    if (has_device_buffers()) protection->setup().copier->state_ready(device.stream());
-    protection->start_snapshot(version, epoch, std::move(scope));
-    if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(checkpoint_comm));
+    if (state.has_device_buffers()) protection->setup().copier->state_ready(device.stream());
+    protection->start_snapshot(version, membership.epoch, std::move(scope));
+    if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(membership.checkpoint));
     else checkpointer = std::make_unique<runtime::Checkpointer>(
-             cfg, buffers, checkpoint_identity(), std::move(checkpoint_comm),
+             cfg, state.buffers(), checkpoint_identity(), std::move(membership.checkpoint),
              [this](const ft::records::CheckpointPublished& c) { emit(c.to_json()); });
 }
 
 runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
     const std::string key = topology::role_key(coord());
-    return {shape, role_index, key, store_prefix() + key, epoch};
+    return {shape, membership.role_index, key, store_prefix() + key, membership.epoch};
 }
 
 void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
@@ -490,8 +467,8 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     const auto ratio = [](std::size_t a, std::size_t b) {
         return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
     };
-    std::size_t state = 0;
-    for (const auto& b : buffers) state += b.bytes;
+    std::size_t state_bytes = 0;
+    for (const auto& b : state.buffers()) state_bytes += b.bytes;
     ft::records::JobStats r;
     r.role = topology::role_key(coord());
     r.steps = static_cast<std::int64_t>(stats.step_ms.size());
@@ -499,7 +476,7 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     r.median_exposed_wait_ms = median(stats.exposed_wait_ms);
     r.total_exposed_wait_ms = waited;
     r.protection = cfg.protection.enabled;
-    r.state_bytes = static_cast<std::int64_t>(state);
+    r.state_bytes = static_cast<std::int64_t>(state_bytes);
     r.shm_bytes = static_cast<std::int64_t>(shm_bytes);
     r.snapshot_ms = snapshot.seconds * 1e3;
     r.snapshot_copied_bytes = static_cast<std::int64_t>(snapshot.copied_bytes);
@@ -535,17 +512,17 @@ void Runtime::Impl::finish_loop() {
     guarded([&] {
         if (protection) protection->wait();
         if (checkpointer) checkpointer->finish();
-        ft::check(MPI_Barrier(work.get()), "MPI_Barrier(end of loop)", work);
+        ft::check(MPI_Barrier(membership.work.get()), "MPI_Barrier(end of loop)", membership.work);
     });
     const std::size_t shm_bytes = protection ? protection->host_bytes() : 0;
     const auto snapshot = protection ? protection->last_snapshot() : ft::SnapshotTiming{};
     const auto totals = protection ? protection->total_snapshots() : ft::SnapshotTiming{};
     const std::size_t snapshots = protection ? protection->snapshot_count() : 0;
     protection.reset();
-    if (!abandoned && role_index == 0) emit_job_stats(shm_bytes, snapshot, totals, snapshots);
-    if (!abandoned && role_index == 0) {
+    if (!abandoned && membership.role_index == 0) emit_job_stats(shm_bytes, snapshot, totals, snapshots);
+    if (!abandoned && membership.role_index == 0) {
         try {
-            spare_pool.release_all(universe);
+            spare_pool.release_all(membership.universe);
         } catch (const Error& e) {
             log(std::string("could not release the hot spares: ") + e.what());
         }
@@ -557,8 +534,9 @@ void Runtime::Impl::finish_loop() {
 void Runtime::Impl::remove_node_snapshots() {
     // One process per node removes them all, including those of processes that died earlier
     // on that node.
-    for (int r = 0; r < role_index; ++r)
-        if (node_of_role[static_cast<size_t>(r)] == node_of_role[static_cast<size_t>(role_index)]) return;
+    const auto& node_of = membership.node_of_role;
+    for (int r = 0; r < membership.role_index; ++r)
+        if (node_of[static_cast<size_t>(r)] == node_of[static_cast<size_t>(membership.role_index)]) return;
     ft::remove_all(cfg.job.name);
 }
 
@@ -571,14 +549,14 @@ void Runtime::Impl::checkpoint_and_leave() {
         if (protection) protection->wait();
         checkpointer->checkpoint_now(step);
         checkpointer->finish();
-        ft::check(MPI_Barrier(work.get()), "MPI_Barrier(checkpoint for requeue)", work);
+        ft::check(MPI_Barrier(membership.work.get()), "MPI_Barrier(checkpoint for requeue)", membership.work);
     });
     if (abandoned) end_job("the checkpoint for the requeue failed (see above)", ft::kExitStateLost);
-    if (role_index == 0) {
+    if (membership.role_index == 0) {
         log("checkpoint for requeue: step " + std::to_string(step) + " written to " + cfg.checkpoint.dir +
             "; leaving so that the requeued job resumes from it");
         try {
-            spare_pool.release_all(universe);
+            spare_pool.release_all(membership.universe);
         } catch (const Error& e) {
             log(std::string("could not release the hot spares: ") + e.what());
         }
@@ -587,7 +565,7 @@ void Runtime::Impl::checkpoint_and_leave() {
     checkpointer.reset();
     remove_node_snapshots();
     heartbeat.reset();  // BYE: this process leaves on purpose
-    for (ft::Comm* c : {&dp, &tp, &pp, &replication, &checkpoint_comm, &work, &universe}) *c = ft::Comm();
+    membership.free_all();
     MPI_Finalize();
     std::exit(0);
 }
@@ -599,8 +577,8 @@ void Runtime::Impl::protect_first_version() {
     guarded([&] {
         if (protection) protection->wait();
         int everyone_here = 1;
-        ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, work.get()),
-                  "MPI_Allreduce(first version committed)", work);
+        ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, membership.work.get()),
+                  "MPI_Allreduce(first version committed)", membership.work);
     });
 }
 
@@ -618,7 +596,7 @@ void Runtime::Impl::on_failure(const std::exception& e) {
 
 void Runtime::Impl::log(const std::string& text) const {
     std::fprintf(stderr, "flashrec[%s pid %d]: %s\n",
-                 role_index >= 0 ? topology::role_key(coord()).c_str() : "spare",
+                 membership.role_index >= 0 ? topology::role_key(coord()).c_str() : "spare",
                  static_cast<int>(getpid()), text.c_str());
 }
 
@@ -639,7 +617,8 @@ Runtime::~Runtime() {
     // their lifetime (a warm relaunch may need them); a SIGKILLed process leaves them in any case
     // (flashrec-snapshots remove <job>). docs/limitations.md.
     auto& im = *impl_;
-    if (std::uncaught_exceptions() == 0 || im.heartbeat || im.role_index < 0 || !im.loop_started) return;
+    if (std::uncaught_exceptions() == 0 || im.heartbeat || im.membership.role_index < 0 || !im.loop_started)
+        return;
     try {
         const std::string me = topology::role_key(im.coord());
         im.retire_protection();
@@ -656,13 +635,13 @@ Role Runtime::role() const { return impl_->role(); }
 int Runtime::dp_size() const { return impl_->shape.dp; }
 int Runtime::tp_size() const { return impl_->shape.tp; }
 int Runtime::pp_size() const { return impl_->shape.pp; }
-MPI_Comm Runtime::dp_comm() const { return impl_->dp.get(); }
-MPI_Comm Runtime::tp_comm() const { return impl_->tp.get(); }
-MPI_Comm Runtime::pp_comm() const { return impl_->pp.get(); }
-MPI_Comm Runtime::work_comm() const { return impl_->work.get(); }
+MPI_Comm Runtime::dp_comm() const { return impl_->membership.dp.get(); }
+MPI_Comm Runtime::tp_comm() const { return impl_->membership.tp.get(); }
+MPI_Comm Runtime::pp_comm() const { return impl_->membership.pp.get(); }
+MPI_Comm Runtime::work_comm() const { return impl_->membership.work.get(); }
 std::uint64_t Runtime::seed() const { return impl_->cfg.job.seed; }
 std::int64_t Runtime::total_steps() const { return impl_->cfg.job.steps; }
-bool Runtime::is_leader() const { return impl_->role_index == 0; }
+bool Runtime::is_leader() const { return impl_->membership.role_index == 0; }
 
 namespace {
 YAML::Node trainer_value(const config::Config& cfg, const std::string& key) {
@@ -717,30 +696,12 @@ ShardRange Runtime::shard_range(std::size_t count) const {
 
 void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DType type,
                       Redundancy kind) {
-    if (impl_->loop_started)
-        throw UsageError("protect", name,
-                         "was registered after the step loop started: register every buffer before "
-                         "rt.steps() begins (a buffer added later has no snapshot or replica, so a "
-                         "recovery could not restore it)");
-    if (bytes == 0) throw UsageError("protect", name, "is empty (0 bytes): there is nothing to protect");
-    if (data == nullptr) throw UsageError("protect", name, "is a null pointer");
-    for (const auto& b : impl_->buffers)
-        if (b.name == name) throw Error("protect: buffer '" + name + "' is registered twice");
-    if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
-        throw Error("protect: buffer name '" + name + "' must be 1-63 characters without '/' or spaces");
     int device = -1;
 #if FLASHREC_WITH_CUDA
     device = gpu::device_memory_of(data);  // -1 at once, with no CUDA call, if CUDA is unused
-    if (device >= 0) {
-        for (const auto& b : impl_->buffers)
-            if (b.device >= 0 && b.device != device)
-                throw Error("protect: buffer '" + name + "' is on CUDA device " + std::to_string(device) +
-                            " and buffer '" + b.name + "' on device " + std::to_string(b.device) +
-                            ": a process's device buffers must all be on one device");
-        impl_->device.enable();
-    }
 #endif
-    impl_->buffers.push_back({name, data, bytes, type, kind, device});
+    impl_->state.add({name, data, bytes, type, kind, device}, impl_->loop_started);
+    if (device >= 0) impl_->device.enable();
 }
 
 void Runtime::set_compute_stream(void* cuda_stream) {
@@ -754,8 +715,7 @@ void Runtime::set_compute_stream(void* cuda_stream) {
 }
 
 bool Runtime::on_device(const std::string& name) const {
-    for (const auto& b : impl_->buffers)
-        if (b.name == name) return b.device >= 0;
+    if (const ProtectedBuffer* b = impl_->state.find(name)) return b->device >= 0;
     throw Error("on_device: no protected buffer is named '" + name + "'");
 }
 
@@ -767,9 +727,10 @@ std::string Runtime::snapshot_copier() const {
 
 std::string Runtime::state_checksum() {
     auto& im = *impl_;
+    const auto& buffers = im.state.buffers();
     std::vector<std::uint64_t> parts;
-    for (std::size_t i = 0; i < im.buffers.size(); ++i) {
-        const ProtectedBuffer& b = im.buffers[i];
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+        const ProtectedBuffer& b = buffers[i];
         parts.push_back(ft::checksum(b.name.data(), b.name.size()));
         if (b.device >= 0) {
             const std::vector<std::byte> host = im.read_device_buffer(i);
@@ -779,9 +740,9 @@ std::string Runtime::state_checksum() {
         }
     }
     const std::uint64_t mine = ft::checksum(parts.data(), parts.size() * sizeof(std::uint64_t));
-    std::vector<std::uint64_t> all(static_cast<size_t>(im.work.size()));
-    ft::check(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, im.work.get()),
-              "MPI_Allgather(state checksum)", im.work);
+    std::vector<std::uint64_t> all(static_cast<size_t>(im.membership.work.size()));
+    ft::check(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, im.membership.work.get()),
+              "MPI_Allgather(state checksum)", im.membership.work);
     return ft::checksum_hex(ft::checksum(all.data(), all.size() * sizeof(std::uint64_t)));
 }
 
@@ -805,7 +766,7 @@ std::int64_t Runtime::loop_start() {
         if (!version) throw Error("--resume: " + why);
         im.restore_checkpoint(topology::role_key(im.coord()), *version);
         im.step = *version;
-        if (im.role_index == 0)
+        if (im.membership.role_index == 0)
             im.log("resumed from the HDF5 checkpoint of step " + std::to_string(*version) + " in " +
                    im.cfg.checkpoint.dir);
         im.start_protection(im.step);
@@ -824,7 +785,8 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     auto& im = *impl_;
     if (im.abandoned) {
         im.recover();
-        if (im.role_index >= 0 && im.last_recovery && im.last_recovery->plan.initial) im.protect_first_version();
+        if (im.membership.role_index >= 0 && im.last_recovery && im.last_recovery->plan.initial)
+            im.protect_first_version();
         im.enter(Phase::forward, im.step);
         return im.step;
     }
@@ -839,8 +801,8 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     }
     if (im.protection) {
         // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
-        if (im.has_device_buffers()) im.protection->setup().copier->state_ready(im.device.stream());
-        im.protection->start_snapshot(im.step, im.epoch);
+        if (im.state.has_device_buffers()) im.protection->setup().copier->state_ready(im.device.stream());
+        im.protection->start_snapshot(im.step, im.membership.epoch);
     }
     im.enter(Phase::forward, im.step);
     return im.step;
@@ -888,8 +850,8 @@ void Step::reduce_scatter(std::span<const float> grads, std::span<float> shard) 
     im.guarded([&] {
         ft::check(MPI_Alltoallv(grads.data(), send_counts.data(), send_displs.data(), MPI_FLOAT,
                                 im.scratch.data(), recv_counts.data(), recv_displs.data(),
-                                MPI_FLOAT, im.dp.get()),
-                  "MPI_Alltoallv(gradients)", im.dp);
+                                MPI_FLOAT, im.membership.dp.get()),
+                  "MPI_Alltoallv(gradients)", im.membership.dp);
     });
     if (im.abandoned) return;
     std::copy_n(im.scratch.begin(), mine, shard.begin());
@@ -913,8 +875,8 @@ void Step::allgather(std::span<float> full) {
     }
     im.guarded([&] {
         ft::check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data(), counts.data(),
-                                 displs.data(), MPI_FLOAT, im.dp.get()),
-                  "MPI_Allgatherv(parameters)", im.dp);
+                                 displs.data(), MPI_FLOAT, im.membership.dp.get()),
+                  "MPI_Allgatherv(parameters)", im.membership.dp);
     });
 }
 
@@ -945,8 +907,8 @@ bool Step::begin_update() {
     // role reached it alive (a failure anywhere abandons the step everywhere).
     int everyone_here = 1;
     im.guarded([&] {
-        ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, im.work.get()),
-                  "MPI_Allreduce(sync point)", im.work);
+        ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, im.membership.work.get()),
+                  "MPI_Allreduce(sync point)", im.membership.work);
     });
     if (im.abandoned) return false;
     im.pristine = false;  // the optimizer changes state from here on
@@ -963,7 +925,7 @@ void Step::end_update() {
 
 void Step::report_loss(double loss) {
     auto& im = *rt_->impl_;
-    if (im.role_index == 0 && !im.abandoned)
+    if (im.membership.role_index == 0 && !im.abandoned)
         im.send_event(ft::records::Step{index_, loss}.to_json());
 }
 

@@ -15,21 +15,8 @@
 
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/region_copier.hpp"
+#include "flashrec/runtime/state_registry.hpp"
 #include "flashrec/types.hpp"
-
-namespace flashrec {
-
-// A buffer the trainer registered with protect().
-struct ProtectedBuffer {
-    std::string name;
-    void* data;
-    std::size_t bytes;
-    DType type;
-    Redundancy kind;
-    int device = -1;  // CUDA device of a buffer in device memory; -1: host memory
-};
-
-}  // namespace flashrec
 
 namespace flashrec::runtime {
 

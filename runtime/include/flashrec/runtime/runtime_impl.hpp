@@ -23,6 +23,8 @@
 #include "flashrec/runtime/config.hpp"
 #include "flashrec/runtime/device_path.hpp"
 #include "flashrec/runtime/fault_injector.hpp"
+#include "flashrec/runtime/membership.hpp"
+#include "flashrec/runtime/state_registry.hpp"
 #include "flashrec/runtime/topology.hpp"
 #include "flashrec/spares/spares.hpp"
 
@@ -46,20 +48,12 @@ struct Runtime::Impl {
     topology::Shape shape;
     int world_rank = -1;
     bool original = true;        // started with the job (not a spare that took a role later)
-    int role_index = -1;         // -1 while this process is a parked hot spare
     std::string node_name;       // this process's node ("node1" on virtual nodes, or the host)
     bool virtual_nodes = false;  // one machine standing in for job.nodes nodes
-    std::vector<int> node_of_role;  // node ids, equal = same node
     std::vector<std::string> start_args;  // as started: what a spawned replacement runs
     std::int64_t process_id = 0; // stable across repairs: hot spares are used in this order
-    spares::Pool spare_pool;     // parked hot spares, as ranks in `universe`
-    int epoch = 0;               // topology epoch: +1 per repair
-
-    ft::Comm universe;           // every live process: actives and hot spares
-    ft::Comm work;               // actives, ordered by role
-    ft::Comm dp, tp, pp;         // derived from work
-    ft::Comm replication;        // dup of work for the protection thread (handed to it)
-    ft::Comm checkpoint_comm;    // dup of work for the checkpointer (handed to it)
+    spares::Pool spare_pool;     // parked hot spares, as ranks in membership.universe
+    runtime::Membership membership;  // role, node map, epoch and this epoch's communicators
 
     std::unique_ptr<ft::Protection> protection;
     // What transfers of an aborted epoch may still read or write: retired Protection objects,
@@ -69,8 +63,6 @@ struct Runtime::Impl {
     // The snapshot stores of this process, kept mapped across repairs (docs/snapshots.md).
     std::shared_ptr<ft::StorePool> stores = std::make_shared<ft::StorePool>();
     void retire_protection();
-    // The registered buffers as the protection sees them (ft's replica format is over these).
-    std::vector<ft::ProtectedRegion> regions() const;
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
     std::unique_ptr<runtime::Checkpointer> checkpointer;
     ft::Watchdog watchdog;
@@ -98,7 +90,7 @@ struct Runtime::Impl {
     void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
                         const ft::SnapshotTiming& totals, std::size_t snapshots);
 
-    std::vector<ProtectedBuffer> buffers;
+    runtime::StateRegistry state;  // the buffers registered with protect()
     runtime::FaultInjector faults;
 
     // GPU path (runtime::DevicePath; the functions below bind it to this process's buffers and
@@ -106,7 +98,6 @@ struct Runtime::Impl {
     // into the buffer) exactly as without CUDA.
     runtime::DevicePath device;  // enabled by protect() (a device buffer) / set_compute_stream
     runtime::DevicePath::Step device_step();
-    bool has_device_buffers() const;
     // Whether `data` is device memory: false at once on the CPU path (no CUDA call).
     bool is_device_pointer(const void* data) const;
     // Copies host bytes into the live buffers: sources[b] for each b in `which` (device
@@ -133,12 +124,12 @@ struct Runtime::Impl {
     std::vector<float> tp_scratch;  // tp_allreduce: every TP peer's contribution (collectives.cpp)
 
     Role role() const;
-    topology::Coord coord() const { return topology::coord_of(shape, role_index); }
+    topology::Coord coord() const { return topology::coord_of(shape, membership.role_index); }
     void enter(Phase p, std::int64_t tag);
     // Called when a collective reports a failure: abandon the step, wake everyone.
     void on_failure(const std::exception& e);
+    // Aborts the protection, checkpointer and NCCL, then revokes every communicator.
     void revoke_all() noexcept;
-    void build_communicators();
     // (Re)starts protection for the current topology; snapshot `version` of the live state.
     void start_protection(std::int64_t version);
     // The loop ended: last snapshot committed, segments of this job on this node removed.

@@ -1,0 +1,47 @@
+#include "flashrec/runtime/state_registry.hpp"
+
+#include <algorithm>
+
+#include "flashrec/errors.hpp"
+
+namespace flashrec::runtime {
+
+void StateRegistry::add(ProtectedBuffer buffer, bool loop_started) {
+    const std::string& name = buffer.name;
+    if (loop_started)
+        throw UsageError("protect", name,
+                         "was registered after the step loop started: register every buffer before "
+                         "rt.steps() begins (a buffer added later has no snapshot or replica, so a "
+                         "recovery could not restore it)");
+    if (buffer.bytes == 0) throw UsageError("protect", name, "is empty (0 bytes): there is nothing to protect");
+    if (buffer.data == nullptr) throw UsageError("protect", name, "is a null pointer");
+    if (find(name)) throw Error("protect: buffer '" + name + "' is registered twice");
+    if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
+        throw Error("protect: buffer name '" + name + "' must be 1-63 characters without '/' or spaces");
+    if (buffer.device >= 0)
+        for (const auto& b : buffers_)
+            if (b.device >= 0 && b.device != buffer.device)
+                throw Error("protect: buffer '" + name + "' is on CUDA device " + std::to_string(buffer.device) +
+                            " and buffer '" + b.name + "' on device " + std::to_string(b.device) +
+                            ": a process's device buffers must all be on one device");
+    buffers_.push_back(std::move(buffer));
+}
+
+const ProtectedBuffer* StateRegistry::find(const std::string& name) const {
+    for (const auto& b : buffers_)
+        if (b.name == name) return &b;
+    return nullptr;
+}
+
+bool StateRegistry::has_device_buffers() const {
+    return std::any_of(buffers_.begin(), buffers_.end(), [](const ProtectedBuffer& b) { return b.device >= 0; });
+}
+
+std::vector<ft::ProtectedRegion> StateRegistry::regions() const {
+    std::vector<ft::ProtectedRegion> regions;
+    for (const auto& b : buffers_)
+        regions.push_back({b.name, b.data, b.bytes, b.kind != Redundancy::replicated});
+    return regions;
+}
+
+}  // namespace flashrec::runtime
