@@ -18,7 +18,7 @@ void Membership::build_communicators(const topology::Shape& shape,
         checkpoint = ft::Comm();
     }
     // Every member passes this agreement only after creating every communicator above, so
-    // revoking them later cannot hit a peer still inside their creation (NOTES-ULFM trap 6).
+    // revoking them later cannot hit a peer still inside their creation (docs/ulfm-traps.md trap 6).
     universe.agree(1, deadline);
 }
 

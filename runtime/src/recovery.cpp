@@ -1,4 +1,4 @@
-// In-job recovery (tier 1 of DESIGN.md's "Three tiers"): revoke → shrink → agree → exchange
+// In-job recovery (tier 1 of docs/ARCHITECTURE.md's "Tiers"): revoke → shrink → agree → exchange
 // reports → (spawn) → plan → rebuild communicators → restore → resume at version R.
 // Survivors run it from the step loop, hot spares from where they are parked, spawned
 // replacements from the Runtime constructor; all of them run the same collective sequence.
@@ -496,7 +496,7 @@ void Runtime::Impl::emit_recovery_record() {
 
 void Runtime::Impl::warm_restore() {
     // Tier 2: a new MPI job in the same allocation. Every role finds its state in the node-local
-    // snapshots the old job left: its own, or a ring replica on another node (DESIGN.md).
+    // snapshots the old job left: its own, or a ring replica on another node (docs/ARCHITECTURE.md, "Tiers").
     timeline.begin();
     // The launcher may have moved roles between nodes (a lost node's roles onto a spare, or
     // doubled up on survivors), so the ring of the old job is not this job's: offer every

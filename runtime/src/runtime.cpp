@@ -766,9 +766,11 @@ std::int64_t Runtime::loop_start() {
         if (!version) throw Error("--resume: " + why);
         im.restore_checkpoint(topology::role_key(im.coord()), *version);
         im.step = *version;
-        if (im.membership.role_index == 0)
+        if (im.membership.role_index == 0) {
             im.log("resumed from the HDF5 checkpoint of step " + std::to_string(*version) + " in " +
                    im.cfg.checkpoint.dir);
+            im.emit(ft::records::CheckpointResumed{*version, im.cfg.checkpoint.dir}.to_json());
+        }
         im.start_protection(im.step);
         im.protect_first_version();
     } else {
