@@ -38,6 +38,7 @@
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/wire.hpp"
 #include "metrics.hpp"
+#include "node_book.hpp"
 #include "noise_filter.hpp"
 #include "incidents.hpp"
 #include "processes.hpp"
@@ -195,7 +196,10 @@ struct MetricsState {
 class Supervisor {
 public:
     Supervisor(const Plan& plan, const SupervisorOptions& options)
-        : plan_(plan), options_(options), layout_(plan.layout) {}
+        : plan_(plan),
+          options_(options),
+          layout_(plan.layout),
+          nodes_(plan.allocation ? NodeBook(plan.allocation->nodes) : NodeBook()) {}
     int run();
     const std::string& launch_id() const { return launch_id_; }
     // What a teardown looks for beyond this process's own tree: nothing when this process is a
@@ -223,8 +227,6 @@ private:
     LaunchKind unfired_faults() const;
     void finish(const std::string& outcome, int code, const std::string& message);
     // nodes (Slurm)
-    std::string layout_node(const std::string& host) const;
-    std::string incident_node(const RankIncident& incident) const;
     void node_lost(const std::string& host, const std::string& evidence);
     void node_failed(const std::string& node, std::string_view classification);
     void run_pending_drains();
@@ -261,9 +263,8 @@ private:
     const Plan& plan_;
     SupervisorOptions options_;
     Layout layout_;  // where the processes of the current attempt run (changes at relaunches)
-    // Nodes flashrec will not use again (lost, frozen, or a rank failed there), and those of
-    // them the next relaunch still has to move ranks off.
-    std::set<std::string> bad_nodes_, lost_nodes_;
+    // The allocation's nodes: lost in this attempt, given up on (lost, frozen, or a rank failed there).
+    NodeBook nodes_;
     // The last in-job repair that spawned a replacement (onto the spawn host): attempt and time.
     std::pair<int, Clock::time_point> last_spawn_{-1, {}};
     // Drains decided but not yet run: scontrol runs from the main loop after the relaunch has
@@ -691,7 +692,7 @@ void Supervisor::on_job_exit() {
         finish("finished", kExitOk, "");
         return;
     }
-    if (attempt_.launch.checkpoint_and_exit && !interrupted_ && lost_nodes_.empty()) {
+    if (attempt_.launch.checkpoint_and_exit && !interrupted_ && !nodes_.any_lost()) {
         end_checkpoint_for_requeue();
         return;
     }
@@ -720,7 +721,7 @@ void Supervisor::on_job_exit() {
     DeathEvidence evidence;
     evidence.forced = forced_death_;
     evidence.forced_detail = forced_detail_;
-    evidence.lost_nodes.assign(lost_nodes_.begin(), lost_nodes_.end());
+    evidence.lost_nodes.assign(nodes_.lost().begin(), nodes_.lost().end());
     for (const auto& [pid, code] : exit_requests_) evidence.requested_exit_code = std::max(evidence.requested_exit_code, code);
     evidence.mpirun_status = status;
     const Death death = observe_death(evidence);
@@ -735,7 +736,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     budgets.cold_used = cold_restarts_;
     budgets.cold_allowed = kMaxColdRestarts;
     budgets.checkpoint_dir = !cfg().checkpoint.dir.empty();
-    const AttemptFacts facts{attempt_.kind == "warm_relaunch", attempt_.progressed, !lost_nodes_.empty()};
+    const AttemptFacts facts{attempt_.kind == "warm_relaunch", attempt_.progressed, nodes_.any_lost()};
     const Decision decision = decide(obs, budgets, facts);
     const Rule& rule = *decision.rule;
     Incident inc;
@@ -749,8 +750,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     const json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
     say("the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
         std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
-    for (const auto& node : lost_nodes_) node_failed(node, rule.classification);
-    lost_nodes_.clear();
+    for (const auto& node : nodes_.take_lost()) node_failed(node, rule.classification);
     if (decision.warm_before_hdf5)
         log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
                                           {"why", "state lost in-job, but no node was lost: "
@@ -909,26 +909,9 @@ void Supervisor::finish(const std::string& outcome, int code, const std::string&
 // ------------------------------------------------------------------------------------------
 // nodes (Slurm)
 
-// The layout's name for a host a rank or PRRTE reported ("frnode3" for "frnode3.cluster"), or
-// "" if it is none of the job's nodes.
-std::string Supervisor::layout_node(const std::string& host) const {
-    if (!plan_.allocation) return "";
-    for (const auto& node : plan_.allocation->nodes)
-        if (short_name(node) == short_name(host)) return node;
-    return "";
-}
-
-// Where the rank of an incident ran: under Slurm the host it reported (its role may have moved
-// on since), else the layout's node of its role.
-std::string Supervisor::incident_node(const RankIncident& incident) const {
-    if (layout_.slurm)
-        if (const std::string node = layout_node(incident.hostname); !node.empty()) return node;
-    return layout_.node_of_role(incident.role);
-}
-
 void Supervisor::node_lost(const std::string& host, const std::string& evidence) {
-    const std::string node = layout_node(host);
-    if (node.empty() || lost_nodes_.count(node) || bad_nodes_.count(node) || tearing_down_) return;
+    const std::string node = nodes_.node_of_host(host);
+    if (node.empty() || nodes_.is_lost(node) || nodes_.given_up(node) || tearing_down_) return;
     // An in-job repair is under way: a rank was lost (maybe not yet classified), a tier-1
     // incident is unrecovered, or a role reports the recovery phase.
     const auto ranks = controller_->ranks();
@@ -952,14 +935,14 @@ void Supervisor::node_lost(const std::string& host, const std::string& evidence)
             "the MPI job ends; the relaunch puts the replacement on " + node);
         return;
     }
-    lost_nodes_.insert(node);
+    nodes_.mark_lost(node);
     if (!first_failure_since_progress_) first_failure_since_progress_ = Clock::now();
     log("node_lost", {{"node", node}, {"attempt", attempt_.index}, {"evidence", evidence}, {"step", steps_completed()}});
     say("FAILURE: node " + node + " lost: " + evidence);
 }
 
 void Supervisor::node_failed(const std::string& node, std::string_view classification) {
-    if (!bad_nodes_.insert(node).second) return;
+    if (!nodes_.give_up(node)) return;
     if (!plan_.allocation) return;
     if (!cfg().slurm.drain_on_failure) {
         log("drain_skipped", {{"node", node}, {"why", "slurm.drain_on_failure is false"}});
@@ -986,11 +969,7 @@ void Supervisor::run_pending_drains() {
 // Before a relaunch: processes on nodes flashrec gave up on move to spare nodes, or, with none
 // left, to the other nodes (slurm.when_spares_exhausted).
 void Supervisor::move_off_bad_nodes(LaunchKind& kind, const json& reason) {
-    std::set<std::string> gone;
-    for (const auto& p : layout_.processes)
-        if (bad_nodes_.count(p.node)) gone.insert(p.node);
-    for (const auto& n : layout_.reserve_nodes)
-        if (bad_nodes_.count(n)) gone.insert(n);
+    const std::set<std::string> gone = nodes_.given_up_in(layout_);
     if (gone.empty()) return;
     const Relayout r = replace_nodes(layout_, gone);
     json replaced = json::array();
@@ -1025,7 +1004,7 @@ void Supervisor::follow_replacements(const std::map<std::string, const RankInfo*
     for (auto& p : layout_.processes) {
         const auto it = current.find(p.role);
         if (p.spare || it == current.end()) continue;
-        const std::string node = layout_node(it->second->hostname);
+        const std::string node = nodes_.node_of_host(it->second->hostname);
         if (node.empty() || node == p.node) continue;
         log("role_moved", {{"role", p.role}, {"from", p.node}, {"to", node}, {"pid", it->second->pid}});
         say(p.role + " now runs on " + node + " (was " + p.node + ")");
@@ -1165,7 +1144,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     i.obs = {inc.reason == IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
     i.role = inc.role;
     i.pid = inc.pid;
-    i.node = incident_node(inc);
+    i.node = nodes_.node_of_rank(layout_, inc.hostname, inc.role);
     if (i.node.empty() && is_spare_role(inc.role)) i.node = layout_.spare_node;
     i.hang = true;
     i.kill = m.outcome;
@@ -1214,7 +1193,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
         say("FAILURE #" + std::to_string(node_inc.id) + ": node " + i.node + " silent -> " +
             std::string(node_inc.rule->classification) + ", " + std::string(to_string(node_inc.rule->action)));
         silent_nodes_.clear(i.node);
-        if (node_inc.rule->action == Action::replace_node && layout_.slurm) lost_nodes_.insert(i.node);
+        if (node_inc.rule->action == Action::replace_node && layout_.slurm) nodes_.mark_lost(i.node);
         if (node_inc.rule->action == Action::replace_node && !attempt_.exited) {
             forced_death_ = n.obs;
             forced_detail_ = n.detail;
@@ -1590,8 +1569,8 @@ void Supervisor::tick() {
             }
             i.role = inc.role;
             i.pid = inc.pid;
-            i.node = incident_node(inc);
-            if (lost_nodes_.count(i.node)) {
+            i.node = nodes_.node_of_rank(layout_, inc.hostname, inc.role);
+            if (nodes_.is_lost(i.node)) {
                 // Part of its node's loss, which is the failure on record.
                 log("rank_lost_with_node", {{"role", inc.role}, {"pid", inc.pid}, {"node", i.node}});
                 it = pending_lost_.erase(it);
