@@ -27,6 +27,7 @@
 #include <utility>
 #include <variant>
 
+#include "attempt.hpp"
 #include "classification.hpp"
 #include "failure_step.hpp"
 #include "flashrec/errors.hpp"
@@ -137,29 +138,6 @@ struct EventMsg {
 };
 using Message = std::variant<HungMsg, LostMsg, EventMsg>;
 
-struct Attempt {
-    int index = 0;
-    std::string kind;  // initial | warm_relaunch | cold_restart
-    LaunchKind launch;
-    std::vector<std::string> argv;
-    Child child;
-    Clock::time_point start;
-    bool exited = false;
-    int status = 0;
-    Clock::time_point exit_time;
-    bool out_open = false, err_open = false;
-    LineSplitter out_lines, err_lines;
-    bool all_registered = false;
-    Clock::time_point registered_at;
-    bool in_loop = false;
-    Clock::time_point in_loop_at;
-    bool ever_registered = false;
-    bool job_stats_seen = false;
-    bool progressed = false;  // a step completed in this attempt
-    std::optional<Clock::time_point> ranks_gone_since;  // every rank said BYE or was lost
-    bool mpirun_ended_by_launcher = false;
-};
-
 struct PendingRestart {
     std::string kind;  // warm_relaunch | cold_restart
     int number = 0;
@@ -213,7 +191,6 @@ private:
     void log(std::string_view event, json fields);
     // attempts
     void start_attempt(const std::string& kind, LaunchKind launch);
-    void read_output(bool is_err);
     void handle_line(const std::string& line, bool is_err);
     void on_job_exit();
     bool roles_finished();
@@ -535,7 +512,6 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
     }
     attempt_.start = Clock::now();
     attempt_.child = spawn_child(attempt_.argv, child_environment(attempt_.launch));
-    attempt_.out_open = attempt_.err_open = true;
     first_failure_since_progress_.reset();
     exit_requests_.clear();
     last_progress_time_ = attempt_.start;
@@ -547,7 +523,7 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
     tag_steps_ = 0;
     json fields = {{"attempt", attempt_.index},
                    {"kind", kind},
-                   {"pid", attempt_.child.pid},
+                   {"pid", attempt_.child.pid()},
                    {"command", attempt_.argv},
                    {"relaunch", attempt_.launch.relaunch},
                    {"resume", attempt_.launch.resume}};
@@ -562,29 +538,6 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
         say("starting the MPI job again (" + kind + ", attempt " + std::to_string(attempt_.index) +
             (attempt_.launch.relaunch ? std::string(", ") + ft::env::kRelaunch + "=1" : "") + (attempt_.launch.resume ? ", --resume" : "") +
             "): " + shell_join(attempt_.argv));
-}
-
-void Supervisor::read_output(bool is_err) {
-    int& fd = is_err ? attempt_.child.err_fd : attempt_.child.out_fd;
-    bool& open = is_err ? attempt_.err_open : attempt_.out_open;
-    LineSplitter& lines = is_err ? attempt_.err_lines : attempt_.out_lines;
-    if (!open) return;
-    const auto sink = [&](const std::string& line) { handle_line(line, is_err); };
-    char chunk[65536];
-    // A bounded number of reads per call: a flood of output must not starve the rest of the loop.
-    for (int reads = 0; reads < 16; ++reads) {
-        const ssize_t n = ::read(fd, chunk, sizeof chunk);
-        if (n > 0) {
-            lines.feed(std::string_view(chunk, static_cast<std::size_t>(n)), sink);
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        lines.finish(sink);
-        ::close(fd);
-        fd = -1;
-        open = false;
-        return;
-    }
 }
 
 void Supervisor::handle_line(const std::string& line, bool is_err) {
@@ -624,15 +577,11 @@ void Supervisor::teardown(const std::string& why) {
     tearing_down_ = true;
     for (const auto& r : controller_->ranks())
         if (r.pid > 0) old_pids_.insert(r.pid);
-    const pid_t pgid = attempt_.exited ? 0 : attempt_.child.pid;
+    const pid_t pgid = attempt_.exited ? 0 : attempt_.child.pid();
     const Teardown t = kill_everything(pgid, kLaunchIdVar, teardown_tag(), kTeardownLimit, [this](pid_t pid, int status) {
-        if (pid == attempt_.child.pid && !attempt_.exited) {
-            attempt_.exited = true;
-            attempt_.status = status;
-            attempt_.exit_time = Clock::now();
-        }
+        if (pid == attempt_.child.pid() && !attempt_.exited) attempt_.reaped(status);
     });
-    if (attempt_.exited) remove_session_dir(attempt_.child.pid);
+    if (attempt_.exited) remove_session_dir(attempt_.child.pid());
     json left = json::array();
     for (pid_t p : t.left) left.push_back(p);
     log("teardown", {{"attempt", attempt_.index},
@@ -644,19 +593,7 @@ void Supervisor::teardown(const std::string& why) {
     if (!t.complete) say("warning: " + std::to_string(t.left.size()) + " process(es) of the job survived SIGKILL for " +
                          human_ms(t.ms) + " (in uninterruptible sleep?)");
     // Output still buffered in the pipes: every writer is gone now, so this ends quickly.
-    const auto until = Clock::now() + kDrainLimit;
-    while ((attempt_.out_open || attempt_.err_open) && Clock::now() < until) {
-        pollfd fds[2];
-        nfds_t n = 0;
-        if (attempt_.out_open) fds[n++] = {attempt_.child.out_fd, POLLIN, 0};
-        if (attempt_.err_open) fds[n++] = {attempt_.child.err_fd, POLLIN, 0};
-        ::poll(fds, n, 50);
-        read_output(false);
-        read_output(true);
-    }
-    for (int* fd : {&attempt_.child.out_fd, &attempt_.child.err_fd})
-        if (*fd >= 0) ::close(*fd), *fd = -1;
-    attempt_.out_open = attempt_.err_open = false;
+    attempt_.drain_output(kDrainLimit, [this](const std::string& line, bool is_err) { handle_line(line, is_err); });
     drain_queue();
     tearing_down_ = false;
 }
@@ -673,7 +610,7 @@ void Supervisor::on_job_exit() {
     const bool finished = roles_finished();
     const int status = attempt_.status;
     json fields = {{"attempt", attempt_.index},
-                   {"pid", attempt_.child.pid},
+                   {"pid", attempt_.child.pid()},
                    {"status", describe_status(status)},
                    {"roles_finished", finished}};
     if (WIFEXITED(status)) fields["exit_code"] = WEXITSTATUS(status);
@@ -1198,7 +1135,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
             forced_death_ = n.obs;
             forced_detail_ = n.detail;
             forced_first_evidence_ = first_failure_since_progress_.value_or(now);
-            ::kill(-attempt_.child.pid, SIGKILL);
+            ::kill(-attempt_.child.pid(), SIGKILL);
         }
     }
 }
@@ -1409,7 +1346,7 @@ void Supervisor::check_attempt_progress(const std::vector<RankInfo>& ranks) {
                          " (limit " + human_ms(static_cast<double>(stall_limit.count())) + ")";
         forced_first_evidence_ = last_progress_time_;
         say("the job is stalled: " + forced_detail_ + "; ending it");
-        ::kill(-attempt_.child.pid, SIGKILL);
+        ::kill(-attempt_.child.pid(), SIGKILL);
     }
 }
 
@@ -1433,12 +1370,12 @@ void Supervisor::check_ranks_gone(const std::vector<RankInfo>& ranks, Clock::tim
     if (now - *attempt_.ranks_gone_since < kMpirunEndGrace) return;
     attempt_.mpirun_ended_by_launcher = true;
     log("mpirun_lingered", {{"attempt", attempt_.index},
-                            {"pid", attempt_.child.pid},
+                            {"pid", attempt_.child.pid()},
                             {"grace_ms", kMpirunEndGrace.count()},
                             {"since_last_rank_ms", round3(ms_between(*attempt_.ranks_gone_since, now))}});
-    say("every rank has left, but mpirun (pid " + std::to_string(attempt_.child.pid) + ") did not exit within " +
+    say("every rank has left, but mpirun (pid " + std::to_string(attempt_.child.pid()) + ") did not exit within " +
         human_ms(static_cast<double>(kMpirunEndGrace.count())) + "; ending it");
-    ::kill(-attempt_.child.pid, SIGKILL);
+    ::kill(-attempt_.child.pid(), SIGKILL);
 }
 
 void Supervisor::update_metrics(const std::vector<RankInfo>& ranks) {
@@ -1608,7 +1545,7 @@ void Supervisor::tick() {
     print_progress(false);
     if (interrupted_ && now > interrupt_deadline_ && !attempt_.exited) {
         say("the job did not stop within " + human_ms(static_cast<double>(kInterruptGrace.count())) + ": killing it");
-        ::kill(-attempt_.child.pid, SIGKILL);
+        ::kill(-attempt_.child.pid(), SIGKILL);
         interrupt_deadline_ = now + std::chrono::hours(24);
     }
 }
@@ -1710,9 +1647,9 @@ int Supervisor::run() {
         fds[n++] = {signal_fd_, POLLIN, 0};
         fds[n++] = {wake_fd_, POLLIN, 0};
         const nfds_t out_index = n;
-        if (attempt_.out_open) fds[n++] = {attempt_.child.out_fd, POLLIN, 0};
+        if (attempt_.output_open(false)) fds[n++] = {attempt_.child.out.get(), POLLIN, 0};
         const nfds_t err_index = n;
-        if (attempt_.err_open) fds[n++] = {attempt_.child.err_fd, POLLIN, 0};
+        if (attempt_.output_open(true)) fds[n++] = {attempt_.child.err.get(), POLLIN, 0};
         const int timeout = restart_ && !restart_->logged ? 5 : 50;
         if (::poll(fds, n, timeout) < 0 && errno != EINTR) throw Error(std::string("poll: ") + std::strerror(errno));
 
@@ -1731,7 +1668,7 @@ int Supervisor::run() {
                 }
                 if (interrupted_ || attempt_.exited) {
                     say("second signal: killing the job now");
-                    if (!attempt_.exited) ::kill(-attempt_.child.pid, SIGKILL);
+                    if (!attempt_.exited) ::kill(-attempt_.child.pid(), SIGKILL);
                     interrupted_ = interrupted_ ? interrupted_ : sig;
                     continue;
                 }
@@ -1739,23 +1676,20 @@ int Supervisor::run() {
                 interrupt_deadline_ = Clock::now() + kInterruptGrace;
                 say(std::string("got ") + ::strsignal(sig) + ": stopping the job (SIGTERM to mpirun)");
                 log("interrupted", {{"signal", sig}});
-                ::kill(-attempt_.child.pid, SIGTERM);
+                ::kill(-attempt_.child.pid(), SIGTERM);
             }
         }
         reap_children([this](pid_t pid, int status) {
-            if (pid == attempt_.child.pid && !attempt_.exited) {
-                attempt_.exited = true;
-                attempt_.status = status;
-                attempt_.exit_time = Clock::now();
-            }
+            if (pid == attempt_.child.pid() && !attempt_.exited) attempt_.reaped(status);
         });
         if (fds[1].revents & POLLIN) {
             std::uint64_t count = 0;
             (void)!::read(wake_fd_, &count, sizeof count);
         }
         drain_queue();
-        if (attempt_.out_open && (fds[out_index].revents & (POLLIN | POLLHUP | POLLERR))) read_output(false);
-        if (attempt_.err_open && (fds[err_index].revents & (POLLIN | POLLHUP | POLLERR))) read_output(true);
+        const auto sink = [this](const std::string& line, bool is_err) { handle_line(line, is_err); };
+        if (attempt_.output_open(false) && (fds[out_index].revents & (POLLIN | POLLHUP | POLLERR))) attempt_.read_output(false, sink);
+        if (attempt_.output_open(true) && (fds[err_index].revents & (POLLIN | POLLHUP | POLLERR))) attempt_.read_output(true, sink);
         tick();
         if (attempt_.exited) on_job_exit();
     }
