@@ -187,6 +187,9 @@ public:
 private:
     // setup and output
     void setup();
+    ControllerOptions controller_options();
+    void log_layout();
+    void announce() const;
     void say(const std::string& line) const;
     void log(std::string_view event, json fields);
     // attempts
@@ -394,7 +397,47 @@ void Supervisor::setup() {
     wrapper_flags_ = wrapper_flags(plan_.wrapper, why);
 
     const auto& d = cfg().detection;
+    ControllerOptions co = controller_options();
+    log("job_start", {{"job", cfg().job.name},
+                      {"run_id", run_id_},
+                      {"config", plan_.config_path.string()},
+                      {"program", plan_.program.string()},
+                      {"launcher_version", flashrec::version()},
+                      {"launcher_pid", ::getpid()},
+                      {"host", plan_.local_host},
+                      {"resume", options_.resume},
+                      {"faults", plan_.faults},
+                      {"steps", cfg().job.steps},
+                      {"warm_relaunches_allowed", cfg().recovery.warm_relaunches},
+                      {"checkpoint_dir", cfg().checkpoint.dir},
+                      {"hang_timeout_ms", d.hang_timeout_ms},
+                      {"heartbeat_ms", d.heartbeat_ms},
+                      {"events", plan_.events_path.string()}});
+    controller_ = std::make_unique<Controller>(std::move(co));
+    control_endpoint_ = controller_->endpoint();
+    // A wildcard bind is reachable on loopback from this machine; ranks on other nodes need the
+    // host's address (the Slurm path hands that out).
+    if (control_endpoint_.rfind("0.0.0.0:", 0) == 0) control_endpoint_ = "127.0.0.1" + control_endpoint_.substr(7);
+    if (control_endpoint_.rfind("[::]:", 0) == 0) control_endpoint_ = "[::1]" + control_endpoint_.substr(4);
+
+    if (d.metrics) {
+        metrics_ = std::make_unique<MetricsServer>(options_.metrics_bind, static_cast<std::uint16_t>(d.metrics_port),
+                                                   [this] { return render_metrics(); });
+    }
+
+    {
+        std::lock_guard lock(metrics_state_.mutex);
+        metrics_state_.spares_left = cfg().job.hot_spares;
+    }
+    log_layout();
+    announce();
+}
+
+// The control plane's options: where it listens, the hang rules, and the callbacks that hand
+// its findings to the main loop.
+ControllerOptions Supervisor::controller_options() {
     ControllerOptions co;
+    const auto& d = cfg().detection;
     co.bind_address = d.bind;
     if (!plan_.btl_if.empty())
         say(std::string("MPI network: ") + ft::env::kBtlIf + "=" + plan_.btl_if +
@@ -431,33 +474,11 @@ void Supervisor::setup() {
         push(LostMsg{incident, SysClock::now(), Clock::now()});
     };
     co.on_event = [this](const json& record) { push(EventMsg{record}); };
-    log("job_start", {{"job", cfg().job.name},
-                      {"run_id", run_id_},
-                      {"config", plan_.config_path.string()},
-                      {"program", plan_.program.string()},
-                      {"launcher_version", flashrec::version()},
-                      {"launcher_pid", ::getpid()},
-                      {"host", plan_.local_host},
-                      {"resume", options_.resume},
-                      {"faults", plan_.faults},
-                      {"steps", cfg().job.steps},
-                      {"warm_relaunches_allowed", cfg().recovery.warm_relaunches},
-                      {"checkpoint_dir", cfg().checkpoint.dir},
-                      {"hang_timeout_ms", d.hang_timeout_ms},
-                      {"heartbeat_ms", d.heartbeat_ms},
-                      {"events", plan_.events_path.string()}});
-    controller_ = std::make_unique<Controller>(std::move(co));
-    control_endpoint_ = controller_->endpoint();
-    // A wildcard bind is reachable on loopback from this machine; ranks on other nodes need the
-    // host's address (the Slurm path hands that out).
-    if (control_endpoint_.rfind("0.0.0.0:", 0) == 0) control_endpoint_ = "127.0.0.1" + control_endpoint_.substr(7);
-    if (control_endpoint_.rfind("[::]:", 0) == 0) control_endpoint_ = "[::1]" + control_endpoint_.substr(4);
+    return co;
+}
 
-    if (d.metrics) {
-        metrics_ = std::make_unique<MetricsServer>(options_.metrics_bind, static_cast<std::uint16_t>(d.metrics_port),
-                                                   [this] { return render_metrics(); });
-    }
-
+// The `layout` event: the nodes with their ranks, the hot spares, the spare nodes.
+void Supervisor::log_layout() {
     json nodes = json::array();
     for (const auto& node : layout_.nodes) {
         json ranks = json::array();
@@ -479,10 +500,11 @@ void Supervisor::setup() {
                    {"spare_nodes", layout_.reserve_nodes},
                    {"control", control_endpoint_},
                    {"metrics", metrics_ ? json(metrics_->endpoint()) : json(nullptr)}});
-    {
-        std::lock_guard lock(metrics_state_.mutex);
-        metrics_state_.spares_left = job.hot_spares;
-    }
+}
+
+// The job in one line for people: its shape, its nodes, the control plane, the event log.
+void Supervisor::announce() const {
+    const auto& job = cfg().job;
     say("job " + job.name + ": " + std::to_string(job.world_size()) + " rank" + (job.world_size() == 1 ? "" : "s") +
         " (dp " + std::to_string(job.dp) + " x tp " + std::to_string(job.tp) + " x pp " + std::to_string(job.pp) +
         ") on " + std::to_string(job.nodes) + " node" + (job.nodes == 1 ? "" : "s") + " + " +
