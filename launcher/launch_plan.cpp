@@ -28,6 +28,7 @@
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/checkpoint.hpp"
 #include "flashrec/runtime/topology.hpp"
+#include "attempt.hpp"
 #include "processes.hpp"
 
 #ifndef FLASHREC_DEFAULT_MPIRUN
@@ -388,17 +389,18 @@ std::optional<std::vector<std::string>> wrapper_flags(const std::string& wrapper
     static constexpr const char* kEnd = "--flashrec-probe-end";
     std::optional<std::vector<std::string>> flags;
     try {
-        const Child child = spawn_child({wrapper, kEnd}, env);
-        const std::string out = read_all(child.out_fd, std::chrono::seconds(5));
-        ::close(child.out_fd);
-        ::close(child.err_fd);
+        Child child = spawn_child({wrapper, kEnd}, env);
+        const std::string out = read_all(child.out.get(), std::chrono::seconds(5));
+        child.out.reset();
+        child.err.reset();
         int status = 0;
-        for (int i = 0; i < 500 && ::waitpid(child.pid, &status, WNOHANG) == 0; ++i)
+        for (int i = 0; i < 500 && ::waitpid(child.pid(), &status, WNOHANG) == 0; ++i)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        if (::waitpid(child.pid, &status, WNOHANG) == 0) {
-            ::kill(-child.pid, SIGKILL);
-            ::waitpid(child.pid, &status, 0);
+        if (::waitpid(child.pid(), &status, WNOHANG) == 0) {
+            ::kill(-child.pid(), SIGKILL);
+            ::waitpid(child.pid(), &status, 0);
         }
+        child.reaped();
         std::vector<std::string> words;
         std::stringstream lines(out);
         std::string line;

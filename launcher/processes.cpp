@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,72 +62,7 @@ std::vector<pid_t> children_from_files(pid_t pid) {
     return out;
 }
 
-class Spawn {
-public:
-    Spawn() {
-        if (posix_spawn_file_actions_init(&actions_) != 0) throw Error("posix_spawn_file_actions_init failed");
-        if (posix_spawnattr_init(&attr_) != 0) {
-            posix_spawn_file_actions_destroy(&actions_);
-            throw Error("posix_spawnattr_init failed");
-        }
-    }
-    ~Spawn() {
-        posix_spawnattr_destroy(&attr_);
-        posix_spawn_file_actions_destroy(&actions_);
-    }
-    Spawn(const Spawn&) = delete;
-    Spawn& operator=(const Spawn&) = delete;
-    posix_spawn_file_actions_t actions_;
-    posix_spawnattr_t attr_;
-};
-
-void close_fd(int& fd) {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-}
-
 }  // namespace
-
-Child spawn_child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-    if (argv.empty()) throw Error("spawn: empty command");
-    int out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-        const int e = errno;
-        close_fd(out[0]), close_fd(out[1]), close_fd(err[0]), close_fd(err[1]);
-        throw Error(std::string("spawn: pipe: ") + std::strerror(e));
-    }
-    std::vector<char*> args, envp;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-
-    Spawn s;
-    posix_spawn_file_actions_addopen(&s.actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&s.actions_, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&s.actions_, err[1], STDERR_FILENO);
-    sigset_t empty, defaults;
-    sigemptyset(&empty);
-    sigemptyset(&defaults);
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2})
-        sigaddset(&defaults, sig);
-    posix_spawnattr_setflags(&s.attr_, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&s.attr_, 0);
-    posix_spawnattr_setsigmask(&s.attr_, &empty);
-    posix_spawnattr_setsigdefault(&s.attr_, &defaults);
-
-    pid_t pid = -1;
-    const int rc = ::posix_spawnp(&pid, args[0], &s.actions_, &s.attr_, args.data(), envp.data());
-    close_fd(out[1]);
-    close_fd(err[1]);
-    if (rc != 0) {
-        close_fd(out[0]);
-        close_fd(err[0]);
-        throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
-    }
-    for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return Child{pid, out[0], err[0]};
-}
 
 bool become_subreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0; }
 

@@ -1,6 +1,6 @@
-// Process plumbing for flashrec-launch: start mpirun in its own process group with its output on
-// pipes, find every process of the job (PRRTE puts each rank in a process group of its own, and
-// ranks outlive a killed mpirun), and make sure they are all gone. Linux only (/proc).
+// Process plumbing for flashrec-launch: find every process of the job (PRRTE puts each rank in a
+// process group of its own, and ranks outlive a killed mpirun), and make sure they are all gone.
+// Linux only (/proc). Starting mpirun is attempt.hpp's.
 #pragma once
 #include <sys/types.h>
 
@@ -12,17 +12,6 @@
 #include <vector>
 
 namespace flashrec::launcher {
-
-struct Child {
-    pid_t pid = -1;     // also its process group id
-    int out_fd = -1;    // its stdout (read end, non-blocking)
-    int err_fd = -1;    // its stderr (read end, non-blocking)
-};
-
-// Starts argv[0] (searched in PATH if it has no '/') with exactly `env` as its environment, in a
-// new process group, stdin from /dev/null, default signal dispositions and an empty signal mask.
-// Throws flashrec::Error if it cannot be started.
-Child spawn_child(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
 // PR_SET_CHILD_SUBREAPER: orphans of the job (ranks whose mpirun died) become this process's
 // children, so they can still be found, killed and reaped. false if the kernel refused.

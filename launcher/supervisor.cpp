@@ -27,6 +27,7 @@
 #include <utility>
 #include <variant>
 
+#include "attempt.hpp"
 #include "classification.hpp"
 #include "failure_step.hpp"
 #include "flashrec/errors.hpp"
@@ -38,6 +39,7 @@
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/wire.hpp"
 #include "metrics.hpp"
+#include "node_book.hpp"
 #include "noise_filter.hpp"
 #include "incidents.hpp"
 #include "processes.hpp"
@@ -136,29 +138,6 @@ struct EventMsg {
 };
 using Message = std::variant<HungMsg, LostMsg, EventMsg>;
 
-struct Attempt {
-    int index = 0;
-    std::string kind;  // initial | warm_relaunch | cold_restart
-    LaunchKind launch;
-    std::vector<std::string> argv;
-    Child child;
-    Clock::time_point start;
-    bool exited = false;
-    int status = 0;
-    Clock::time_point exit_time;
-    bool out_open = false, err_open = false;
-    LineSplitter out_lines, err_lines;
-    bool all_registered = false;
-    Clock::time_point registered_at;
-    bool in_loop = false;
-    Clock::time_point in_loop_at;
-    bool ever_registered = false;
-    bool job_stats_seen = false;
-    bool progressed = false;  // a step completed in this attempt
-    std::optional<Clock::time_point> ranks_gone_since;  // every rank said BYE or was lost
-    bool mpirun_ended_by_launcher = false;
-};
-
 struct PendingRestart {
     std::string kind;  // warm_relaunch | cold_restart
     int number = 0;
@@ -195,7 +174,10 @@ struct MetricsState {
 class Supervisor {
 public:
     Supervisor(const Plan& plan, const SupervisorOptions& options)
-        : plan_(plan), options_(options), layout_(plan.layout) {}
+        : plan_(plan),
+          options_(options),
+          layout_(plan.layout),
+          nodes_(plan.allocation ? NodeBook(plan.allocation->nodes) : NodeBook()) {}
     int run();
     const std::string& launch_id() const { return launch_id_; }
     // What a teardown looks for beyond this process's own tree: nothing when this process is a
@@ -205,11 +187,13 @@ public:
 private:
     // setup and output
     void setup();
+    ControllerOptions controller_options();
+    void log_layout();
+    void announce() const;
     void say(const std::string& line) const;
     void log(std::string_view event, json fields);
     // attempts
     void start_attempt(const std::string& kind, LaunchKind launch);
-    void read_output(bool is_err);
     void handle_line(const std::string& line, bool is_err);
     void on_job_exit();
     bool roles_finished();
@@ -223,8 +207,6 @@ private:
     LaunchKind unfired_faults() const;
     void finish(const std::string& outcome, int code, const std::string& message);
     // nodes (Slurm)
-    std::string layout_node(const std::string& host) const;
-    std::string incident_node(const RankIncident& incident) const;
     void node_lost(const std::string& host, const std::string& evidence);
     void node_failed(const std::string& node, std::string_view classification);
     void run_pending_drains();
@@ -261,9 +243,8 @@ private:
     const Plan& plan_;
     SupervisorOptions options_;
     Layout layout_;  // where the processes of the current attempt run (changes at relaunches)
-    // Nodes flashrec will not use again (lost, frozen, or a rank failed there), and those of
-    // them the next relaunch still has to move ranks off.
-    std::set<std::string> bad_nodes_, lost_nodes_;
+    // The allocation's nodes: lost in this attempt, given up on (lost, frozen, or a rank failed there).
+    NodeBook nodes_;
     // The last in-job repair that spawned a replacement (onto the spawn host): attempt and time.
     std::pair<int, Clock::time_point> last_spawn_{-1, {}};
     // Drains decided but not yet run: scontrol runs from the main loop after the relaunch has
@@ -416,7 +397,47 @@ void Supervisor::setup() {
     wrapper_flags_ = wrapper_flags(plan_.wrapper, why);
 
     const auto& d = cfg().detection;
+    ControllerOptions co = controller_options();
+    log("job_start", {{"job", cfg().job.name},
+                      {"run_id", run_id_},
+                      {"config", plan_.config_path.string()},
+                      {"program", plan_.program.string()},
+                      {"launcher_version", flashrec::version()},
+                      {"launcher_pid", ::getpid()},
+                      {"host", plan_.local_host},
+                      {"resume", options_.resume},
+                      {"faults", plan_.faults},
+                      {"steps", cfg().job.steps},
+                      {"warm_relaunches_allowed", cfg().recovery.warm_relaunches},
+                      {"checkpoint_dir", cfg().checkpoint.dir},
+                      {"hang_timeout_ms", d.hang_timeout_ms},
+                      {"heartbeat_ms", d.heartbeat_ms},
+                      {"events", plan_.events_path.string()}});
+    controller_ = std::make_unique<Controller>(std::move(co));
+    control_endpoint_ = controller_->endpoint();
+    // A wildcard bind is reachable on loopback from this machine; ranks on other nodes need the
+    // host's address (the Slurm path hands that out).
+    if (control_endpoint_.rfind("0.0.0.0:", 0) == 0) control_endpoint_ = "127.0.0.1" + control_endpoint_.substr(7);
+    if (control_endpoint_.rfind("[::]:", 0) == 0) control_endpoint_ = "[::1]" + control_endpoint_.substr(4);
+
+    if (d.metrics) {
+        metrics_ = std::make_unique<MetricsServer>(options_.metrics_bind, static_cast<std::uint16_t>(d.metrics_port),
+                                                   [this] { return render_metrics(); });
+    }
+
+    {
+        std::lock_guard lock(metrics_state_.mutex);
+        metrics_state_.spares_left = cfg().job.hot_spares;
+    }
+    log_layout();
+    announce();
+}
+
+// The control plane's options: where it listens, the hang rules, and the callbacks that hand
+// its findings to the main loop.
+ControllerOptions Supervisor::controller_options() {
     ControllerOptions co;
+    const auto& d = cfg().detection;
     co.bind_address = d.bind;
     if (!plan_.btl_if.empty())
         say(std::string("MPI network: ") + ft::env::kBtlIf + "=" + plan_.btl_if +
@@ -453,33 +474,11 @@ void Supervisor::setup() {
         push(LostMsg{incident, SysClock::now(), Clock::now()});
     };
     co.on_event = [this](const json& record) { push(EventMsg{record}); };
-    log("job_start", {{"job", cfg().job.name},
-                      {"run_id", run_id_},
-                      {"config", plan_.config_path.string()},
-                      {"program", plan_.program.string()},
-                      {"launcher_version", flashrec::version()},
-                      {"launcher_pid", ::getpid()},
-                      {"host", plan_.local_host},
-                      {"resume", options_.resume},
-                      {"faults", plan_.faults},
-                      {"steps", cfg().job.steps},
-                      {"warm_relaunches_allowed", cfg().recovery.warm_relaunches},
-                      {"checkpoint_dir", cfg().checkpoint.dir},
-                      {"hang_timeout_ms", d.hang_timeout_ms},
-                      {"heartbeat_ms", d.heartbeat_ms},
-                      {"events", plan_.events_path.string()}});
-    controller_ = std::make_unique<Controller>(std::move(co));
-    control_endpoint_ = controller_->endpoint();
-    // A wildcard bind is reachable on loopback from this machine; ranks on other nodes need the
-    // host's address (the Slurm path hands that out).
-    if (control_endpoint_.rfind("0.0.0.0:", 0) == 0) control_endpoint_ = "127.0.0.1" + control_endpoint_.substr(7);
-    if (control_endpoint_.rfind("[::]:", 0) == 0) control_endpoint_ = "[::1]" + control_endpoint_.substr(4);
+    return co;
+}
 
-    if (d.metrics) {
-        metrics_ = std::make_unique<MetricsServer>(options_.metrics_bind, static_cast<std::uint16_t>(d.metrics_port),
-                                                   [this] { return render_metrics(); });
-    }
-
+// The `layout` event: the nodes with their ranks, the hot spares, the spare nodes.
+void Supervisor::log_layout() {
     json nodes = json::array();
     for (const auto& node : layout_.nodes) {
         json ranks = json::array();
@@ -501,10 +500,11 @@ void Supervisor::setup() {
                    {"spare_nodes", layout_.reserve_nodes},
                    {"control", control_endpoint_},
                    {"metrics", metrics_ ? json(metrics_->endpoint()) : json(nullptr)}});
-    {
-        std::lock_guard lock(metrics_state_.mutex);
-        metrics_state_.spares_left = job.hot_spares;
-    }
+}
+
+// The job in one line for people: its shape, its nodes, the control plane, the event log.
+void Supervisor::announce() const {
+    const auto& job = cfg().job;
     say("job " + job.name + ": " + std::to_string(job.world_size()) + " rank" + (job.world_size() == 1 ? "" : "s") +
         " (dp " + std::to_string(job.dp) + " x tp " + std::to_string(job.tp) + " x pp " + std::to_string(job.pp) +
         ") on " + std::to_string(job.nodes) + " node" + (job.nodes == 1 ? "" : "s") + " + " +
@@ -534,7 +534,6 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
     }
     attempt_.start = Clock::now();
     attempt_.child = spawn_child(attempt_.argv, child_environment(attempt_.launch));
-    attempt_.out_open = attempt_.err_open = true;
     first_failure_since_progress_.reset();
     exit_requests_.clear();
     last_progress_time_ = attempt_.start;
@@ -546,7 +545,7 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
     tag_steps_ = 0;
     json fields = {{"attempt", attempt_.index},
                    {"kind", kind},
-                   {"pid", attempt_.child.pid},
+                   {"pid", attempt_.child.pid()},
                    {"command", attempt_.argv},
                    {"relaunch", attempt_.launch.relaunch},
                    {"resume", attempt_.launch.resume}};
@@ -561,29 +560,6 @@ void Supervisor::start_attempt(const std::string& kind, LaunchKind launch) {
         say("starting the MPI job again (" + kind + ", attempt " + std::to_string(attempt_.index) +
             (attempt_.launch.relaunch ? std::string(", ") + ft::env::kRelaunch + "=1" : "") + (attempt_.launch.resume ? ", --resume" : "") +
             "): " + shell_join(attempt_.argv));
-}
-
-void Supervisor::read_output(bool is_err) {
-    int& fd = is_err ? attempt_.child.err_fd : attempt_.child.out_fd;
-    bool& open = is_err ? attempt_.err_open : attempt_.out_open;
-    LineSplitter& lines = is_err ? attempt_.err_lines : attempt_.out_lines;
-    if (!open) return;
-    const auto sink = [&](const std::string& line) { handle_line(line, is_err); };
-    char chunk[65536];
-    // A bounded number of reads per call: a flood of output must not starve the rest of the loop.
-    for (int reads = 0; reads < 16; ++reads) {
-        const ssize_t n = ::read(fd, chunk, sizeof chunk);
-        if (n > 0) {
-            lines.feed(std::string_view(chunk, static_cast<std::size_t>(n)), sink);
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        lines.finish(sink);
-        ::close(fd);
-        fd = -1;
-        open = false;
-        return;
-    }
 }
 
 void Supervisor::handle_line(const std::string& line, bool is_err) {
@@ -623,15 +599,11 @@ void Supervisor::teardown(const std::string& why) {
     tearing_down_ = true;
     for (const auto& r : controller_->ranks())
         if (r.pid > 0) old_pids_.insert(r.pid);
-    const pid_t pgid = attempt_.exited ? 0 : attempt_.child.pid;
+    const pid_t pgid = attempt_.exited ? 0 : attempt_.child.pid();
     const Teardown t = kill_everything(pgid, kLaunchIdVar, teardown_tag(), kTeardownLimit, [this](pid_t pid, int status) {
-        if (pid == attempt_.child.pid && !attempt_.exited) {
-            attempt_.exited = true;
-            attempt_.status = status;
-            attempt_.exit_time = Clock::now();
-        }
+        if (pid == attempt_.child.pid() && !attempt_.exited) attempt_.reaped(status);
     });
-    if (attempt_.exited) remove_session_dir(attempt_.child.pid);
+    if (attempt_.exited) remove_session_dir(attempt_.child.pid());
     json left = json::array();
     for (pid_t p : t.left) left.push_back(p);
     log("teardown", {{"attempt", attempt_.index},
@@ -643,19 +615,7 @@ void Supervisor::teardown(const std::string& why) {
     if (!t.complete) say("warning: " + std::to_string(t.left.size()) + " process(es) of the job survived SIGKILL for " +
                          human_ms(t.ms) + " (in uninterruptible sleep?)");
     // Output still buffered in the pipes: every writer is gone now, so this ends quickly.
-    const auto until = Clock::now() + kDrainLimit;
-    while ((attempt_.out_open || attempt_.err_open) && Clock::now() < until) {
-        pollfd fds[2];
-        nfds_t n = 0;
-        if (attempt_.out_open) fds[n++] = {attempt_.child.out_fd, POLLIN, 0};
-        if (attempt_.err_open) fds[n++] = {attempt_.child.err_fd, POLLIN, 0};
-        ::poll(fds, n, 50);
-        read_output(false);
-        read_output(true);
-    }
-    for (int* fd : {&attempt_.child.out_fd, &attempt_.child.err_fd})
-        if (*fd >= 0) ::close(*fd), *fd = -1;
-    attempt_.out_open = attempt_.err_open = false;
+    attempt_.drain_output(kDrainLimit, [this](const std::string& line, bool is_err) { handle_line(line, is_err); });
     drain_queue();
     tearing_down_ = false;
 }
@@ -672,7 +632,7 @@ void Supervisor::on_job_exit() {
     const bool finished = roles_finished();
     const int status = attempt_.status;
     json fields = {{"attempt", attempt_.index},
-                   {"pid", attempt_.child.pid},
+                   {"pid", attempt_.child.pid()},
                    {"status", describe_status(status)},
                    {"roles_finished", finished}};
     if (WIFEXITED(status)) fields["exit_code"] = WEXITSTATUS(status);
@@ -691,7 +651,7 @@ void Supervisor::on_job_exit() {
         finish("finished", kExitOk, "");
         return;
     }
-    if (attempt_.launch.checkpoint_and_exit && !interrupted_ && lost_nodes_.empty()) {
+    if (attempt_.launch.checkpoint_and_exit && !interrupted_ && !nodes_.any_lost()) {
         end_checkpoint_for_requeue();
         return;
     }
@@ -720,7 +680,7 @@ void Supervisor::on_job_exit() {
     DeathEvidence evidence;
     evidence.forced = forced_death_;
     evidence.forced_detail = forced_detail_;
-    evidence.lost_nodes.assign(lost_nodes_.begin(), lost_nodes_.end());
+    evidence.lost_nodes.assign(nodes_.lost().begin(), nodes_.lost().end());
     for (const auto& [pid, code] : exit_requests_) evidence.requested_exit_code = std::max(evidence.requested_exit_code, code);
     evidence.mpirun_status = status;
     const Death death = observe_death(evidence);
@@ -735,7 +695,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     budgets.cold_used = cold_restarts_;
     budgets.cold_allowed = kMaxColdRestarts;
     budgets.checkpoint_dir = !cfg().checkpoint.dir.empty();
-    const AttemptFacts facts{attempt_.kind == "warm_relaunch", attempt_.progressed, !lost_nodes_.empty()};
+    const AttemptFacts facts{attempt_.kind == "warm_relaunch", attempt_.progressed, nodes_.any_lost()};
     const Decision decision = decide(obs, budgets, facts);
     const Rule& rule = *decision.rule;
     Incident inc;
@@ -749,8 +709,7 @@ void Supervisor::after_job_death(Observation obs, const std::string& detail, Clo
     const json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
     say("the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
         std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
-    for (const auto& node : lost_nodes_) node_failed(node, rule.classification);
-    lost_nodes_.clear();
+    for (const auto& node : nodes_.take_lost()) node_failed(node, rule.classification);
     if (decision.warm_before_hdf5)
         log("warm_relaunch_before_hdf5", {{"attempt", attempt_.index},
                                           {"why", "state lost in-job, but no node was lost: "
@@ -909,26 +868,9 @@ void Supervisor::finish(const std::string& outcome, int code, const std::string&
 // ------------------------------------------------------------------------------------------
 // nodes (Slurm)
 
-// The layout's name for a host a rank or PRRTE reported ("frnode3" for "frnode3.cluster"), or
-// "" if it is none of the job's nodes.
-std::string Supervisor::layout_node(const std::string& host) const {
-    if (!plan_.allocation) return "";
-    for (const auto& node : plan_.allocation->nodes)
-        if (short_name(node) == short_name(host)) return node;
-    return "";
-}
-
-// Where the rank of an incident ran: under Slurm the host it reported (its role may have moved
-// on since), else the layout's node of its role.
-std::string Supervisor::incident_node(const RankIncident& incident) const {
-    if (layout_.slurm)
-        if (const std::string node = layout_node(incident.hostname); !node.empty()) return node;
-    return layout_.node_of_role(incident.role);
-}
-
 void Supervisor::node_lost(const std::string& host, const std::string& evidence) {
-    const std::string node = layout_node(host);
-    if (node.empty() || lost_nodes_.count(node) || bad_nodes_.count(node) || tearing_down_) return;
+    const std::string node = nodes_.node_of_host(host);
+    if (node.empty() || nodes_.is_lost(node) || nodes_.given_up(node) || tearing_down_) return;
     // An in-job repair is under way: a rank was lost (maybe not yet classified), a tier-1
     // incident is unrecovered, or a role reports the recovery phase.
     const auto ranks = controller_->ranks();
@@ -952,14 +894,14 @@ void Supervisor::node_lost(const std::string& host, const std::string& evidence)
             "the MPI job ends; the relaunch puts the replacement on " + node);
         return;
     }
-    lost_nodes_.insert(node);
+    nodes_.mark_lost(node);
     if (!first_failure_since_progress_) first_failure_since_progress_ = Clock::now();
     log("node_lost", {{"node", node}, {"attempt", attempt_.index}, {"evidence", evidence}, {"step", steps_completed()}});
     say("FAILURE: node " + node + " lost: " + evidence);
 }
 
 void Supervisor::node_failed(const std::string& node, std::string_view classification) {
-    if (!bad_nodes_.insert(node).second) return;
+    if (!nodes_.give_up(node)) return;
     if (!plan_.allocation) return;
     if (!cfg().slurm.drain_on_failure) {
         log("drain_skipped", {{"node", node}, {"why", "slurm.drain_on_failure is false"}});
@@ -986,11 +928,7 @@ void Supervisor::run_pending_drains() {
 // Before a relaunch: processes on nodes flashrec gave up on move to spare nodes, or, with none
 // left, to the other nodes (slurm.when_spares_exhausted).
 void Supervisor::move_off_bad_nodes(LaunchKind& kind, const json& reason) {
-    std::set<std::string> gone;
-    for (const auto& p : layout_.processes)
-        if (bad_nodes_.count(p.node)) gone.insert(p.node);
-    for (const auto& n : layout_.reserve_nodes)
-        if (bad_nodes_.count(n)) gone.insert(n);
+    const std::set<std::string> gone = nodes_.given_up_in(layout_);
     if (gone.empty()) return;
     const Relayout r = replace_nodes(layout_, gone);
     json replaced = json::array();
@@ -1025,7 +963,7 @@ void Supervisor::follow_replacements(const std::map<std::string, const RankInfo*
     for (auto& p : layout_.processes) {
         const auto it = current.find(p.role);
         if (p.spare || it == current.end()) continue;
-        const std::string node = layout_node(it->second->hostname);
+        const std::string node = nodes_.node_of_host(it->second->hostname);
         if (node.empty() || node == p.node) continue;
         log("role_moved", {{"role", p.role}, {"from", p.node}, {"to", node}, {"pid", it->second->pid}});
         say(p.role + " now runs on " + node + " (was " + p.node + ")");
@@ -1165,7 +1103,7 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
     i.obs = {inc.reason == IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
     i.role = inc.role;
     i.pid = inc.pid;
-    i.node = incident_node(inc);
+    i.node = nodes_.node_of_rank(layout_, inc.hostname, inc.role);
     if (i.node.empty() && is_spare_role(inc.role)) i.node = layout_.spare_node;
     i.hang = true;
     i.kill = m.outcome;
@@ -1214,12 +1152,12 @@ void Supervisor::on_confirmed_hang(const HungMsg& m) {
         say("FAILURE #" + std::to_string(node_inc.id) + ": node " + i.node + " silent -> " +
             std::string(node_inc.rule->classification) + ", " + std::string(to_string(node_inc.rule->action)));
         silent_nodes_.clear(i.node);
-        if (node_inc.rule->action == Action::replace_node && layout_.slurm) lost_nodes_.insert(i.node);
+        if (node_inc.rule->action == Action::replace_node && layout_.slurm) nodes_.mark_lost(i.node);
         if (node_inc.rule->action == Action::replace_node && !attempt_.exited) {
             forced_death_ = n.obs;
             forced_detail_ = n.detail;
             forced_first_evidence_ = first_failure_since_progress_.value_or(now);
-            ::kill(-attempt_.child.pid, SIGKILL);
+            ::kill(-attempt_.child.pid(), SIGKILL);
         }
     }
 }
@@ -1430,7 +1368,7 @@ void Supervisor::check_attempt_progress(const std::vector<RankInfo>& ranks) {
                          " (limit " + human_ms(static_cast<double>(stall_limit.count())) + ")";
         forced_first_evidence_ = last_progress_time_;
         say("the job is stalled: " + forced_detail_ + "; ending it");
-        ::kill(-attempt_.child.pid, SIGKILL);
+        ::kill(-attempt_.child.pid(), SIGKILL);
     }
 }
 
@@ -1454,12 +1392,12 @@ void Supervisor::check_ranks_gone(const std::vector<RankInfo>& ranks, Clock::tim
     if (now - *attempt_.ranks_gone_since < kMpirunEndGrace) return;
     attempt_.mpirun_ended_by_launcher = true;
     log("mpirun_lingered", {{"attempt", attempt_.index},
-                            {"pid", attempt_.child.pid},
+                            {"pid", attempt_.child.pid()},
                             {"grace_ms", kMpirunEndGrace.count()},
                             {"since_last_rank_ms", round3(ms_between(*attempt_.ranks_gone_since, now))}});
-    say("every rank has left, but mpirun (pid " + std::to_string(attempt_.child.pid) + ") did not exit within " +
+    say("every rank has left, but mpirun (pid " + std::to_string(attempt_.child.pid()) + ") did not exit within " +
         human_ms(static_cast<double>(kMpirunEndGrace.count())) + "; ending it");
-    ::kill(-attempt_.child.pid, SIGKILL);
+    ::kill(-attempt_.child.pid(), SIGKILL);
 }
 
 void Supervisor::update_metrics(const std::vector<RankInfo>& ranks) {
@@ -1590,8 +1528,8 @@ void Supervisor::tick() {
             }
             i.role = inc.role;
             i.pid = inc.pid;
-            i.node = incident_node(inc);
-            if (lost_nodes_.count(i.node)) {
+            i.node = nodes_.node_of_rank(layout_, inc.hostname, inc.role);
+            if (nodes_.is_lost(i.node)) {
                 // Part of its node's loss, which is the failure on record.
                 log("rank_lost_with_node", {{"role", inc.role}, {"pid", inc.pid}, {"node", i.node}});
                 it = pending_lost_.erase(it);
@@ -1629,7 +1567,7 @@ void Supervisor::tick() {
     print_progress(false);
     if (interrupted_ && now > interrupt_deadline_ && !attempt_.exited) {
         say("the job did not stop within " + human_ms(static_cast<double>(kInterruptGrace.count())) + ": killing it");
-        ::kill(-attempt_.child.pid, SIGKILL);
+        ::kill(-attempt_.child.pid(), SIGKILL);
         interrupt_deadline_ = now + std::chrono::hours(24);
     }
 }
@@ -1731,9 +1669,9 @@ int Supervisor::run() {
         fds[n++] = {signal_fd_, POLLIN, 0};
         fds[n++] = {wake_fd_, POLLIN, 0};
         const nfds_t out_index = n;
-        if (attempt_.out_open) fds[n++] = {attempt_.child.out_fd, POLLIN, 0};
+        if (attempt_.output_open(false)) fds[n++] = {attempt_.child.out.get(), POLLIN, 0};
         const nfds_t err_index = n;
-        if (attempt_.err_open) fds[n++] = {attempt_.child.err_fd, POLLIN, 0};
+        if (attempt_.output_open(true)) fds[n++] = {attempt_.child.err.get(), POLLIN, 0};
         const int timeout = restart_ && !restart_->logged ? 5 : 50;
         if (::poll(fds, n, timeout) < 0 && errno != EINTR) throw Error(std::string("poll: ") + std::strerror(errno));
 
@@ -1752,7 +1690,7 @@ int Supervisor::run() {
                 }
                 if (interrupted_ || attempt_.exited) {
                     say("second signal: killing the job now");
-                    if (!attempt_.exited) ::kill(-attempt_.child.pid, SIGKILL);
+                    if (!attempt_.exited) ::kill(-attempt_.child.pid(), SIGKILL);
                     interrupted_ = interrupted_ ? interrupted_ : sig;
                     continue;
                 }
@@ -1760,23 +1698,20 @@ int Supervisor::run() {
                 interrupt_deadline_ = Clock::now() + kInterruptGrace;
                 say(std::string("got ") + ::strsignal(sig) + ": stopping the job (SIGTERM to mpirun)");
                 log("interrupted", {{"signal", sig}});
-                ::kill(-attempt_.child.pid, SIGTERM);
+                ::kill(-attempt_.child.pid(), SIGTERM);
             }
         }
         reap_children([this](pid_t pid, int status) {
-            if (pid == attempt_.child.pid && !attempt_.exited) {
-                attempt_.exited = true;
-                attempt_.status = status;
-                attempt_.exit_time = Clock::now();
-            }
+            if (pid == attempt_.child.pid() && !attempt_.exited) attempt_.reaped(status);
         });
         if (fds[1].revents & POLLIN) {
             std::uint64_t count = 0;
             (void)!::read(wake_fd_, &count, sizeof count);
         }
         drain_queue();
-        if (attempt_.out_open && (fds[out_index].revents & (POLLIN | POLLHUP | POLLERR))) read_output(false);
-        if (attempt_.err_open && (fds[err_index].revents & (POLLIN | POLLHUP | POLLERR))) read_output(true);
+        const auto sink = [this](const std::string& line, bool is_err) { handle_line(line, is_err); };
+        if (attempt_.output_open(false) && (fds[out_index].revents & (POLLIN | POLLHUP | POLLERR))) attempt_.read_output(false, sink);
+        if (attempt_.output_open(true) && (fds[err_index].revents & (POLLIN | POLLHUP | POLLERR))) attempt_.read_output(true, sink);
         tick();
         if (attempt_.exited) on_job_exit();
     }
