@@ -638,7 +638,7 @@ void Supervisor::on_job_exit() {
     if (WIFEXITED(status)) fields["exit_code"] = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) fields["signal"] = WTERMSIG(status);
     if (finished && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-        fields["note"] = "mpirun's exit status is not the job's under ULFM (NOTES-ULFM trap 9): judged by the ranks";
+        fields["note"] = "mpirun's exit status is not the job's under ULFM (docs/ulfm-traps.md trap 9): judged by the ranks";
     log("mpirun_exited", fields);
     const Clock::time_point first_evidence =
         forced_death_ ? forced_first_evidence_ : first_failure_since_progress_.value_or(attempt_.exit_time);
@@ -1265,7 +1265,7 @@ void Supervisor::on_recovery(const ft::records::Recovery& r, const json& record)
     }
     const std::string by = "in-job tier " + std::to_string(tier) + " (" + kind + ")";
     if (kind == "spawned" || kind == "hot+spawned") last_spawn_ = {attempt_.index, Clock::now()};
-    // Under Slurm the node a rank died on is not used again (DESIGN.md "Slurm"): drained now,
+    // Under Slurm the node a rank died on is not used again (docs/slurm.md): drained now,
     // its other ranks moved off it at the next relaunch.
     // (The role may already run elsewhere: the node is the one its incident names. An incident
     // still to come, its connection not yet reported closed, does this itself.)
