@@ -96,12 +96,21 @@ def snapshots(a, job):
 
 
 def flip_newest_own(a, job, key):
-    """Flips one byte in the middle of the newest committed slot of store `key`."""
+    """Flips one byte in the middle of store `key`'s slot that holds the version the relaunch
+    needs: the newest version every role's own store has. That is the store's newest committed
+    slot, unless this role committed one step more than the slowest role before the kill; then it
+    is the other slot (ping-pong keeps the two newest), and the newest is never read."""
     listing = snapshots(a, job)
     m = re.search(rf"^ok\s+{re.escape(key)}\s+version (\d+) \(epoch \d+, slot (\d)\)", listing, re.M)
     if not check(m is not None, f"no verified store {key} after the kill:\n{listing}"):
         return None
+    own = [int(v) for v in re.findall(r"^ok\s+node\d+\.dp\d+\.tp\d+\.pp\d+\s+version (\d+)", listing, re.M)]
     version, slot = int(m.group(1)), m.group(2)
+    needed = min(own)
+    if not check(version - needed in (0, 1), f"{key} holds {version}, the slowest role {needed}:\n{listing}"):
+        return None
+    if version != needed:
+        version, slot = needed, str(1 - int(slot))
     path = f"/dev/shm/flashrec.{job}.{key}.{slot}"
     with open(path, "r+b") as f:
         size = f.seek(0, 2)
