@@ -2,7 +2,9 @@
 // checksum.cpp calls it only on a CPU that has it.
 #include "checksum_kernel.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// GCC only: clang (which also defines __GNUC__) has neither `#pragma GCC target` nor GCC's
+// warning groups; a clang build uses the portable kernel (checksum.cpp), same hash.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("avx2")
 // GCC 12 reports uninitialised variables inside its own AVX-512 intrinsics where XXH3 uses them
 // (a known false positive): for the whole file, as the middle end reports it after the include.

@@ -31,12 +31,6 @@ using boost::system::error_code;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
-namespace {
-
-constexpr std::size_t kReadChunkBytes = 4096;
-
-}  // namespace
-
 std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(std::string_view text) {
     std::string_view host;
     std::string_view port;

@@ -31,12 +31,12 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
-void Runtime::Impl::Timeline::begin() {
+void recovery::Timeline::begin() {
     start = last = Clock::now();
     phases.clear();
 }
 
-void Runtime::Impl::Timeline::mark(const std::string& phase) {
+void recovery::Timeline::mark(const std::string& phase) {
     const auto now = Clock::now();
     phases.emplace_back(phase, ms_between(last, now));
     last = now;
@@ -253,6 +253,7 @@ void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
     membership.node_of_role = plan.node_of_role;
     spare_pool.assign(plan.role_of_process);
     membership.universe = std::move(next_universe);
+    outcome.timeline = timeline;
     last_recovery = std::move(outcome);
     if (role_changed) connect_control_plane();
 }
@@ -265,7 +266,7 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
 
     watchdog.arm("rebuild", membership.epoch, budget);
     membership.build_communicators(shape, deadline());
-    timeline.mark("rebuild");
+    last_recovery->timeline.mark("rebuild");
     if (membership.role_index >= 0 && !restore_pending) {
         watchdog.arm("restore", membership.epoch, budget);
         send_restore(last_recovery->plan);
@@ -412,31 +413,31 @@ void Runtime::Impl::receive_restore() {
 
 void Runtime::Impl::finish_recovery() {
     membership.universe.agree(1, deadline());
-    timeline.mark("restore");
+    last_recovery->timeline.mark("restore");
     watchdog.disarm();
     abandoned = false;
     ++membership.epoch;
     if (membership.role_index < 0) return;
     step = last_recovery->plan.version;
     start_protection(step);
-    timeline.mark("resumed");
+    last_recovery->timeline.mark("resumed");
 }
 
 void Runtime::Impl::emit_recovery_record() {
-    timeline.mark("first_step");
+    auto& done = last_recovery->timeline;
+    done.mark("first_step");
     const auto& plan = last_recovery->plan;
     // Every rank's timeline to role 0: which rank was slow, and the detection time even when
     // role 0 is a replacement that noticed nothing. One small collective, after the first step.
     nlohmann::json mine = nlohmann::json::object();
-    for (const auto& [name, ms] : timeline.phases) mine[name] = std::round(ms * 1000) / 1000;
+    for (const auto& [name, ms] : done.phases) mine[name] = std::round(ms * 1000) / 1000;
     const nlohmann::json own = {{"role", topology::role_key(coord())},
                                 {"phases_ms", mine},
-                                {"noticed_unix_us", timeline.noticed_unix_us},
-                                {"in_loop_unix_us", timeline.in_loop_unix_us}};
+                                {"noticed_unix_us", done.noticed_unix_us},
+                                {"in_loop_unix_us", done.in_loop_unix_us}};
     std::vector<std::string> gathered;
     guarded([&] { gathered = ft::allgather_strings(membership.work, own.dump()); });
-    timeline.noticed_unix_us = 0;
-    timeline.in_loop_unix_us = 0;
+    timeline.noticed_unix_us = 0;  // the next failure's notice starts the next timeline
     if (abandoned || membership.role_index != 0) {
         last_recovery.reset();
         return;
@@ -465,7 +466,7 @@ void Runtime::Impl::emit_recovery_record() {
     // The repair as a whole, never the first step after it: from the first notice by any rank to
     // the last rank back in the loop; without both clocks, role 0's phases up to "resumed".
     double total = 0;
-    for (const auto& [name, ms] : timeline.phases)
+    for (const auto& [name, ms] : done.phases)
         if (name != "first_step") total += ms;
     if (noticed > 0 && in_loop > noticed) total = static_cast<double>(in_loop - noticed) / 1e3;
     std::size_t bytes = 0;
@@ -550,11 +551,12 @@ void Runtime::Impl::warm_restore() {
     outcome.replacement = "relaunch";
     outcome.plan = plan;
     restore_version = plan.version;
+    outcome.timeline = timeline;
     last_recovery = std::move(outcome);
     if (mine) receive_restore();
     else send_restore(plan);
     membership.work.agree(1, deadline());
-    timeline.mark("restore");
+    last_recovery->timeline.mark("restore");
     watchdog.disarm();
     step = plan.version;
     if (membership.role_index == 0)
@@ -562,7 +564,7 @@ void Runtime::Impl::warm_restore() {
             std::to_string(plan.replacements.size()) + " role(s) from ring replicas" +
             (plan.from_checkpoint ? ", from the HDF5 checkpoint" : "") + ")");
     start_protection(step);
-    timeline.mark("resumed");
+    last_recovery->timeline.mark("resumed");
 }
 
 std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {

@@ -1,6 +1,7 @@
 // What a recovery epoch decides, as a pure function of what every live process reported, so
 // every process computes the same plan without another round of messages.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,12 +82,24 @@ enum class Part {
 };
 
 // What one recovery decided for one process, applied in one place (Runtime::Impl::apply).
+// How long each phase of a recovery took on this process, in the order they ended.
+struct Timeline {
+    std::chrono::steady_clock::time_point start, last;
+    std::int64_t noticed_unix_us = 0;  // wall clock: comparable with the fault injector's
+    std::int64_t in_loop_unix_us = 0;  // wall clock when "resumed" ended (back in the loop)
+    std::vector<std::pair<std::string, double>> phases;  // name, ms
+    bool debug = false;  // logging.level: debug prints every phase as it ends
+    void begin();
+    void mark(const std::string& phase);
+};
+
 struct Outcome {
     Plan plan;
     int role = -1;              // this process's role index from now on (-1: a spare)
     Part part = Part::spare;
     int tier = 1;               // 1: from memory, in the job; 2: warm relaunch; 3: HDF5 checkpoint
     std::string replacement;    // who took the dead roles: none | hot | spawned | hot+spawned | relaunch
+    Timeline timeline;          // the phases so far; apply() starts it from the epoch's, later phases add to it
 };
 // The outcome of an in-job plan for the process at `process` (its rank in the new universe)
 // that held role `current_role` (-1: a spare or a new process). Pure.

@@ -67,16 +67,9 @@ struct Runtime::Impl {
     std::unique_ptr<runtime::Checkpointer> checkpointer;
     ft::Watchdog watchdog;
 
-    // Recovery.
-    struct Timeline {
-        std::chrono::steady_clock::time_point start, last;
-        std::int64_t noticed_unix_us = 0;  // wall clock: comparable with the fault injector's
-        std::int64_t in_loop_unix_us = 0;  // wall clock when "resumed" ended (back in the loop)
-        std::vector<std::pair<std::string, double>> phases;  // name, ms
-        bool debug = false;  // logging.level: debug prints every phase as it ends
-        void begin();
-        void mark(const std::string& phase);
-    } timeline;
+    // Recovery. The running epoch's phases until its outcome is applied; from then on they are
+    // the outcome's (last_recovery->timeline). A retried epoch begins this one again.
+    recovery::Timeline timeline;
     // The last recovery's outcome, reported after the first step that follows it.
     std::optional<recovery::Outcome> last_recovery;
     bool restore_pending = false;              // this process took a dead role: loop_start restores
