@@ -8,6 +8,9 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include <unistd.h>
 
 #include "flashrec/gpu/cuda_check.hpp"
 
@@ -131,6 +134,19 @@ DeviceGuard::DeviceGuard(int device) {
 
 DeviceGuard::~DeviceGuard() {
     if (changed_) (void)cudaSetDevice(previous_);
+}
+
+bool device_shared_by_ranks() noexcept {
+    const char* value = std::getenv(kSharedDeviceEnv);
+    return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
+void prepare_nccl_for_shared_device() noexcept {
+    if (!device_shared_by_ranks() || std::getenv("NCCL_HOSTID") != nullptr) return;
+    char host[256] = {};
+    (void)gethostname(host, sizeof(host) - 1);
+    const std::string id = std::string(host) + ":" + std::to_string(getpid());
+    (void)setenv("NCCL_HOSTID", id.c_str(), 0);
 }
 
 }  // namespace flashrec::gpu

@@ -80,6 +80,7 @@ NcclComm NcclComm::create(MPI_Comm mpi, const std::string& name, NcclOptions opt
     ft::check(MPI_Comm_size(mpi, &size), "MPI_Comm_size", mpi, name);
     const ncclUniqueId id = exchange_unique_id(mpi, name, [] {
         ncclUniqueId made{};
+        prepare_nccl_for_shared_device();
         FLASHREC_NCCL_CHECK(ncclGetUniqueId(&made));
         return made;
     });
@@ -97,6 +98,7 @@ NcclComm NcclComm::create_from_id(const ncclUniqueId& id, int nranks, int rank,
     if (nranks < 1 || rank < 0 || rank >= nranks)
         throw Error("NcclComm '" + name + "': rank " + std::to_string(rank) + " of " +
                     std::to_string(nranks) + " is not a valid rank");
+    prepare_nccl_for_shared_device();
     NcclComm c;
     c.name_ = name;
     c.options_ = options;

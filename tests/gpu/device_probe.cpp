@@ -9,8 +9,10 @@
 int main(int argc, char** argv) {
     const int wanted = argc > 1 ? std::atoi(argv[1]) : 1;
     const int devices = flashrec::gpu::device_count_or_zero();
-    std::printf("%d CUDA device(s), %d wanted\n", devices, wanted);
-    if (devices < wanted) {
+    // FLASHREC_GPU_SHARED=1: the ranks share one GPU (flashrec/gpu/device.hpp).
+    const bool shared = devices > 0 && flashrec::gpu::device_shared_by_ranks();
+    std::printf("%d CUDA device(s)%s, %d wanted\n", devices, shared ? " shared by the ranks" : "", wanted);
+    if (devices < wanted && !shared) {
         std::printf("SKIP: not enough CUDA devices\n");
         return 77;
     }

@@ -47,4 +47,16 @@ private:
 // The current device of this thread (cudaGetDevice); throws CudaError.
 int current_device();
 
+// FLASHREC_GPU_SHARED=1 lets several ranks of one NCCL communicator use one GPU, for tests and
+// benchmarks on a one-GPU machine. NCCL refuses two ranks of a communicator on one device of one
+// host ("Duplicate GPU detected"), so each process tells NCCL it is a host of its own
+// (NCCL_HOSTID = hostname:pid, unless NCCL_HOSTID is set already); NCCL then moves the bytes
+// between them with its network transport (sockets; NCCL_SOCKET_IFNAME=lo on one machine).
+// Correct, and slower than NVLink or PCIe peer copies would be: never for production.
+inline constexpr const char* kSharedDeviceEnv = "FLASHREC_GPU_SHARED";
+bool device_shared_by_ranks() noexcept;
+// Sets NCCL_HOSTID when device_shared_by_ranks(); call before this process's first NCCL call.
+// Idempotent, never throws.
+void prepare_nccl_for_shared_device() noexcept;
+
 }  // namespace flashrec::gpu
