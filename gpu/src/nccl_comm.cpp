@@ -336,10 +336,14 @@ bool NcclComm::can_shrink() noexcept {
 
 void NcclComm::revoke() noexcept {
     if (comm_ == nullptr || revoked_) return;
-    if (!can_shrink() || repair_calls().revoke(comm_, NCCL_REVOKE_DEFAULT) != ncclSuccess) {
+    if (!can_shrink()) {
         abort();
         return;
     }
+    // A non-blocking communicator answers ncclInProgress; one that already holds an error (a
+    // peer's connection closed) may answer that error: its operations have stopped either way,
+    // and shrink() (NCCL_SHRINK_ABORT) ends whatever is left.
+    (void)repair_calls().revoke(comm_, NCCL_REVOKE_DEFAULT);
     revoked_ = true;
 }
 
@@ -386,7 +390,7 @@ NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
     std::vector<int> ranks(excluded.begin(), excluded.end());
     ncclComm_t handle = nullptr;
     const ncclResult_t rc = repair_calls().shrink(comm_, ranks.data(), static_cast<int>(ranks.size()), &handle,
-                                                  &config, NCCL_SHRINK_DEFAULT);
+                                                  &config, NCCL_SHRINK_ABORT);
     c.comm_ = handle;
     if (rc != ncclSuccess && rc != ncclInProgress) {
         const char* last = ncclGetLastError(comm_);
