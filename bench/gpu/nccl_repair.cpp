@@ -145,9 +145,9 @@ int main(int argc, char** argv) {
             else
                 nccl.abort();
         }
-        failures += report(mode == "shrink" ? nccl.revoked() : !nccl.valid(), rank,
-                           mode == "shrink" ? "the communicator is revoked, kept for the shrink"
-                                            : "the communicator is aborted");
+        failures += report(!nccl.valid(), rank,
+                           nccl.revoked() ? "the communicator is revoked, kept for the shrink"
+                                          : "the communicator is aborted");
         // MPI's repair (what flashrec's recovery does; not part of the NCCL figures).
         world.revoke();
         flashrec::ft::Comm survivors = world.shrink("survivors");

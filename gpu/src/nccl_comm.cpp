@@ -336,14 +336,14 @@ bool NcclComm::can_shrink() noexcept {
 
 void NcclComm::revoke() noexcept {
     if (comm_ == nullptr || revoked_) return;
-    if (!can_shrink()) {
+    // Revocable only while NCCL itself has not failed the communicator: one that holds an
+    // async error (a peer's connection closed under an operation) answers with that error and
+    // cannot be shrunk; it is aborted, and the caller re-initialises.
+    const ncclResult_t rc = can_shrink() ? repair_calls().revoke(comm_, NCCL_REVOKE_DEFAULT) : ncclInvalidUsage;
+    if (rc != ncclSuccess && rc != ncclInProgress) {
         abort();
         return;
     }
-    // A non-blocking communicator answers ncclInProgress; one that already holds an error (a
-    // peer's connection closed) may answer that error: its operations have stopped either way,
-    // and shrink() (NCCL_SHRINK_ABORT) ends whatever is left.
-    (void)repair_calls().revoke(comm_, NCCL_REVOKE_DEFAULT);
     revoked_ = true;
 }
 
@@ -356,28 +356,35 @@ void NcclComm::release_after_failure() noexcept {
 
 NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
     if (!revoked())
-        throw Error("NcclComm::shrink of '" + name_ + "': revoke() it first (it is " +
-                    (comm_ == nullptr ? "aborted" : "live") + ")");
+        throw NcclError(ncclInvalidUsage, NcclError::Cause::call_failed, "ncclCommShrink", short_file(__FILE__),
+                        __LINE__, ft::world_rank(),
+                        "communicator '" + name_ + "' is " + (comm_ == nullptr ? "aborted" : "live") +
+                            ", not revoked: create a new one instead");
     for (int r : excluded)
         if (r < 0 || r >= size_)
             throw Error("NcclComm::shrink of '" + name_ + "': rank " + std::to_string(r) + " of " +
                         std::to_string(size_) + " to exclude");
     DeviceGuard guard(device_);
-    // Revoked: in progress until the operations in flight have stopped. Whatever error they
-    // ended with (a dead peer's), the communicator is then quiescent and may be shrunk.
-    AbortPoller quiesced(
-        [comm = comm_] {
-            ncclResult_t status = ncclSuccess;
-            const ncclResult_t rc = ncclCommGetAsyncError(comm, &status);
-            return rc == ncclSuccess && status == ncclInProgress ? ncclInProgress : ncclSuccess;
-        },
-        options_.abort_flag,
-        options_.timeout.count() > 0 ? std::optional(AbortPoller::Clock::now() + options_.timeout) : std::nullopt);
-    if (poll_until_settled(quiesced, {}) != Verdict::complete) {
+    // Revoked: in progress until the operations in flight have stopped, then success. An error
+    // instead means NCCL failed it meanwhile: not a state to shrink from.
+    const auto settle = [this](const char* what) {
+        AbortPoller parent(
+            [comm = comm_] {
+                ncclResult_t status = ncclSuccess;
+                const ncclResult_t rc = ncclCommGetAsyncError(comm, &status);
+                return rc == ncclSuccess ? status : rc;
+            },
+            options_.abort_flag,
+            options_.timeout.count() > 0 ? std::optional(AbortPoller::Clock::now() + options_.timeout)
+                                         : std::nullopt);
+        const Verdict verdict = poll_until_settled(parent, {});
+        if (verdict == Verdict::complete) return;
+        const ncclResult_t status = parent.last_status();
         abort();
-        throw NcclError(ncclInProgress, NcclError::Cause::deadline, "ncclCommRevoke", short_file(__FILE__),
-                        __LINE__, ft::world_rank(), "communicator '" + name_ + "' did not quiesce");
-    }
+        throw NcclError(status, cause_of(verdict), what, short_file(__FILE__), __LINE__, ft::world_rank(),
+                        "communicator '" + name_ + "' (revoked parent of the shrink)");
+    };
+    settle("ncclCommRevoke");
     NcclComm c;
     c.name_ = name_;
     c.options_ = std::move(options);
@@ -389,17 +396,24 @@ NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
     config.commName = c.nccl_name_->c_str();
     std::vector<int> ranks(excluded.begin(), excluded.end());
     ncclComm_t handle = nullptr;
+    // Default flag: the parent is revoked and quiescent (NCCL_SHRINK_ABORT is for a parent
+    // that was not revoked first).
     const ncclResult_t rc = repair_calls().shrink(comm_, ranks.data(), static_cast<int>(ranks.size()), &handle,
-                                                  &config, NCCL_SHRINK_ABORT);
-    c.comm_ = handle;
+                                                  &config, NCCL_SHRINK_DEFAULT);
     if (rc != ncclSuccess && rc != ncclInProgress) {
         const char* last = ncclGetLastError(comm_);
-        const std::string detail = last != nullptr ? last : "";
-        c.abort();
         abort();
         throw NcclError(rc, NcclError::Cause::call_failed, "ncclCommShrink", short_file(__FILE__), __LINE__,
-                        ft::world_rank(), detail);
+                        ft::world_rank(), last != nullptr ? last : "");
     }
+    // Non-blocking: the child may be handed out only when the parent's part is done.
+    if (handle == nullptr) settle("ncclCommShrink");
+    if (handle == nullptr) {
+        abort();
+        throw NcclError(ncclInternalError, NcclError::Cause::call_failed, "ncclCommShrink", short_file(__FILE__),
+                        __LINE__, ft::world_rank(), "no communicator came back from the shrink of '" + name_ + "'");
+    }
+    c.comm_ = handle;
     try {
         c.wait_settled("ncclCommShrink", {}, __FILE__, __LINE__);
     } catch (...) {
