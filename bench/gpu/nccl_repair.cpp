@@ -13,7 +13,7 @@
 // The survivors repair MPI (revoke + shrink, not timed), then NCCL the MODE's way (timed), and
 // check that an all-reduce on the new communicator sums the survivors' values exactly. A shrink
 // NCCL refuses falls back to abort + re-init (fallback=1). Rank 0 prints one line
-//   nccl_repair mode=M when=W ranks=N survivors=S fallback=F notice_ms=.. release_ms=.. repair_ms=.. first_allreduce_ms=.. allreduce_ms=.. nccl=V
+//   nccl_repair mode=M when=W ranks=N survivors=S fallback=F notice_ms=.. release_ms=.. quiesce_ms=.. repair_ms=.. first_allreduce_ms=.. allreduce_ms=.. nccl=V
 // and every survivor "OK rank r: ..." / "FAIL rank r: ..." (bench/gpu/nccl_repair.py, the
 // gpu.nccl_repair_* tests). Several ranks on one GPU need FLASHREC_GPU_SHARED=1.
 #include <cuda_runtime_api.h>
@@ -155,7 +155,13 @@ int main(int argc, char** argv) {
         abort.store(false);
 
         const auto repair_started = Clock::now();
-        double release_ms = 0;
+        double release_ms = 0, quiesce_ms = 0;
+        if (nccl.revoked()) {  // the revoke's settling apart from the shrink itself (shrink() waits for it too)
+            ncclResult_t status = ncclInProgress;
+            while (status == ncclInProgress && ncclCommGetAsyncError(nccl.get(), &status) == ncclSuccess)
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+            quiesce_ms = ms_since(repair_started);
+        }
         NcclComm repaired;
         flashrec::gpu::NcclOptions after = options;
         after.before_poll = {};  // the channel holds the dead rank: it always reports now
@@ -188,8 +194,8 @@ int main(int argc, char** argv) {
         ncclGetVersion(&version);
         if (rank == 0)
             std::printf("nccl_repair mode=%s when=%s ranks=%d survivors=%d fallback=%d mib=%zu notice_ms=%.3f "
-                        "release_ms=%.3f repair_ms=%.3f first_allreduce_ms=%.3f allreduce_ms=%.3f nccl=%d\n",
-                        mode.c_str(), when.c_str(), size, size - 1, fallback, mib, notice_ms, release_ms, repair_ms,
+                        "release_ms=%.3f quiesce_ms=%.3f repair_ms=%.3f first_allreduce_ms=%.3f allreduce_ms=%.3f nccl=%d\n",
+                        mode.c_str(), when.c_str(), size, size - 1, fallback, mib, notice_ms, release_ms, quiesce_ms, repair_ms,
                         first_ms, allreduce_ms, version);
         std::printf("DONE rank %d\n", rank);
         std::fflush(stdout);

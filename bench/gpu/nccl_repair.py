@@ -8,7 +8,7 @@ the same run, alternating, at several job sizes (bench/gpu/nccl_repair.cpp does 
 Every trial is its own MPI job: N ranks build an NCCL communicator, the last one is SIGKILLed
 (--when during: in an all-reduce, which NCCL sees fail; between: between collectives, which
 only MPI sees), the survivors repair MPI (not timed) and then NCCL the trial's way (timed:
-repair_ms), and check an all-reduce over the survivors. A shrink NCCL refuses falls back to
+repair_ms; for a shrink, the revoke's settling is also shown apart: quiesce_ms), and check an all-reduce over the survivors. A shrink NCCL refuses falls back to
 abort + re-init: the column "fallbacks" counts them. Prints the medians per (ranks, mode)
 and the ratio reinit/shrink per job size. On one GPU the ranks share it (FLASHREC_GPU_SHARED=1,
 NCCL over loopback sockets): the figures are then those of NCCL's network path on one host.
@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 import frlib  # noqa: E402
 
-FIELDS = ("notice_ms", "release_ms", "repair_ms", "first_allreduce_ms", "allreduce_ms")
+FIELDS = ("notice_ms", "release_ms", "quiesce_ms", "repair_ms", "first_allreduce_ms", "allreduce_ms")
 
 
 def trial(build, ranks, mode, mib, when, timeout):
@@ -62,8 +62,8 @@ def main():
                         runs.setdefault((ranks, when, mode), []).append(r)
     print()
     print("| ranks (survivors) | killed | mode | trials | fallbacks | notice (ms) | release parent (ms) "
-          "| repair (ms) | first all-reduce (ms) | all-reduce before (ms) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| revoke settles (ms) | repair (ms) | first all-reduce (ms) | all-reduce before (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for (ranks, when, mode), rs in sorted(runs.items()):
         med = {f: statistics.median(r[f] for r in rs) for f in FIELDS}
@@ -71,7 +71,7 @@ def main():
         rows.append({"ranks": ranks, "when": when, "mode": mode, "trials": len(rs), "fallbacks": fallbacks,
                      "nccl": rs[0].get("nccl"), **med, "repair_ms_all": [r["repair_ms"] for r in rs]})
         print(f"| {ranks} ({ranks - 1}) | {when} a collective | {mode} | {len(rs)} | {fallbacks} | {med['notice_ms']:.1f} "
-              f"| {med['release_ms']:.1f} | {med['repair_ms']:.1f} | {med['first_allreduce_ms']:.1f} "
+              f"| {med['release_ms']:.1f} | {med['quiesce_ms']:.1f} | {med['repair_ms']:.1f} | {med['first_allreduce_ms']:.1f} "
               f"| {med['allreduce_ms']:.1f} |")
     for ranks in args.ranks:
         for when in args.when:
