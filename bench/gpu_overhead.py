@@ -19,9 +19,11 @@ For each (ranks, state, step kind): `pairs` x (off, on) runs, alternating. Every
   - the serial bound: (step_off + state / cudaMemcpy D2H pinned) / step_off, the ratio if the
     snapshot's copy did not overlap the step at all and ran at the copy engine's speed;
   - the exposed wait at the step loop's sync point (median per step, role 0);
-  - the snapshot: mean wall time per snapshot, and the own state's copy throughput the
-    pipeline reports (job_stats snapshot_copy_GBps: bytes / wall time of D2H + hash, the hash
-    of a chunk overlapping the D2H of the next), and replication GB/s (ranks > 1);
+  - the snapshot: mean wall time per snapshot; its D2H throughput on the GPU's clock (job_stats
+    snapshot_d2h_GBps: the copier's chunks from when the copy stream could start, after the
+    state was ready, to the last byte); the own state's copy throughput of the pipeline
+    (job_stats snapshot_copy_GBps: bytes / wall time of D2H + hash, the hash of a chunk
+    overlapping the D2H of the next); replication GB/s (ranks > 1);
   - references measured in the same run by bench_cuda_copy for the same size: one
     cudaMemcpy D2H into pinned (cudaMallocHost) and into pageable memory, and D2H in
     protection.chunk_bytes pieces with an event each (as the snapshot copier enqueues it);
@@ -46,17 +48,17 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import frlib  # noqa: E402
 from protection_overhead import med  # noqa: E402
 
-CHUNK_BYTES = 256 << 10  # protection.chunk_bytes default (runtime/src/config.cpp)
+DEFAULT_CHUNK_BYTES = 256 << 10  # protection.chunk_bytes default (runtime/src/config.cpp)
 
 
-def config_text(ranks, state_mib, steps, protected, device_ms):
+def config_text(ranks, state_mib, steps, protected, device_ms, chunk_bytes=DEFAULT_CHUNK_BYTES):
     # One node: the ranks share the machine's GPU. Compute per step is fixed (model x batch);
     # the state is dominated by the "ema" device buffer.
     return f"""job: {{name: bench-gpu-{ranks}-{state_mib}-{device_ms}-{int(protected)}-{os.getpid()}, nodes: 1,
        ranks_per_node: {ranks}, dp: {ranks}, steps: {steps}, seed: 3}}
 trainer: {{model: {{input: 256, hidden: 512, output: 16}}, batch_per_rank: 64, lr: 0.001,
           log_every: 1000, extra_device_mib: {state_mib}, device_ms: {device_ms}}}
-protection: {{enabled: {str(protected).lower()}}}
+protection: {{enabled: {str(protected).lower()}, chunk_bytes: {chunk_bytes}}}
 """
 
 
@@ -80,10 +82,10 @@ def run_job(build, ranks, path, timeout):
     sys.exit(f"run failed ({path}, exit {job.returncode}):\n{job.output[-4000:]}")
 
 
-def cuda_copy(build, nbytes):
+def cuda_copy(build, nbytes, chunk_bytes):
     """bench_cuda_copy's figures for `nbytes`: (device line, {name: GB/s})."""
     exe = os.path.join(build, "bench", "bench_cuda_copy")
-    p = subprocess.run([exe, str(nbytes), str(CHUNK_BYTES)], stdout=subprocess.PIPE,
+    p = subprocess.run([exe, str(nbytes), str(chunk_bytes)], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     if p.returncode == 77:
         print(p.stdout.strip(), file=sys.stderr)
@@ -121,22 +123,26 @@ def derive(r):
     r["d2h_floor_ms"] = state / (r["cuda_d2h_pinned_GBps"] * 1e9) * 1e3
     r["serial_ratio_bound"] = (off + r["d2h_floor_ms"]) / off
     r["snapshot_share_of_d2h_pinned"] = r["snapshot_GBps"] / r["cuda_d2h_pinned_GBps"]
+    r["d2h_share_of_d2h_pinned"] = r["snapshot_d2h_GBps"] / r["cuda_d2h_pinned_GBps"]
 
 
 def print_table(meta, rows):
     print()
     for line in meta.get("device", []):
         print(line)
+    print(f"{meta.get('pairs')} pairs of {meta.get('steps')} steps; protection.chunk_bytes {meta.get('chunk_bytes')}")
     print()
     print("| ranks | device MiB/rank | device ms/step | off (ms) | on (ms) | ratio | serial bound "
-          "| exposed wait (ms) | snapshot (ms) | snapshot copy+hash GB/s (% D2H pinned) "
+          "| exposed wait (ms) | snapshot (ms) | snapshot D2H GB/s, GPU clock (% cudaMemcpy pinned) "
+          "| snapshot copy+hash GB/s (% cudaMemcpy pinned) "
           "| replication GB/s | cudaMemcpy D2H pinned / pageable / chunked GB/s | same checksum |")
-    print("|" + "---|" * 13)
+    print("|" + "---|" * 14)
     for r in rows:
         repl = f"{r['replication_GBps']:.2f}" if r["ranks"] > 1 else "-"
         print(f"| {r['ranks']} | {r['device_state_mib']} | {r['device_ms']} | {r['step_ms_off']:.2f} | "
               f"{r['step_ms_on']:.2f} | {r['ratio']:.3f} | {r['serial_ratio_bound']:.3f} | "
               f"{r['exposed_wait_ms']:.2f} | {r['snapshot_ms']:.1f} | "
+              f"{r['snapshot_d2h_GBps']:.2f} ({100 * r['d2h_share_of_d2h_pinned']:.0f} %) | "
               f"{r['snapshot_GBps']:.2f} ({100 * r['snapshot_share_of_d2h_pinned']:.0f} %) | {repl} | "
               f"{r['cuda_d2h_pinned_GBps']:.2f} / {r['cuda_d2h_pageable_GBps']:.2f} / "
               f"{r['cuda_d2h_chunked_GBps']:.2f} | {'yes' if r['same_checksum'] else 'NO'} |")
@@ -162,6 +168,9 @@ def main():
                     help="device state per rank (trainer.extra_device_mib)")
     ap.add_argument("--device-ms", type=int, nargs="+", default=[0, 20],
                     help="step kinds: 0 = the MLP's kernels only, N = plus N ms of GPU work per step")
+    ap.add_argument("--chunk-bytes", type=int, default=DEFAULT_CHUNK_BYTES,
+                    help="protection.chunk_bytes (one D2H copy and one replication message), and the "
+                    "piece of bench_cuda_copy's chunked D2H (default: the config's default, 256 KiB)")
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=300, help="per job (s)")
@@ -177,10 +186,10 @@ def main():
         return
     if not a.build:
         ap.error("--build is required")
-    if any(n < 1 for n in a.ranks + a.state_mib) or any(n < 0 for n in a.device_ms) or a.pairs < 1:
-        ap.error("--ranks and --state-mib must be >= 1, --device-ms >= 0, --pairs >= 1")
+    if any(n < 1 for n in a.ranks + a.state_mib + [a.chunk_bytes]) or any(n < 0 for n in a.device_ms) or a.pairs < 1:
+        ap.error("--ranks, --state-mib and --chunk-bytes must be >= 1, --device-ms >= 0, --pairs >= 1")
     started = time.monotonic()
-    meta = {"device": [], "pairs": a.pairs, "steps": a.steps, "chunk_bytes": CHUNK_BYTES}
+    meta = {"device": [], "pairs": a.pairs, "steps": a.steps, "chunk_bytes": a.chunk_bytes}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in a.ranks:
@@ -190,7 +199,7 @@ def main():
                     print(f"ranks {ranks} state {mib} MiB: skipped, the snapshots need {need / 2**30:.1f} GiB "
                           f"of /dev/shm, {free / 2**30:.1f} GiB free", flush=True)
                     continue
-                device, copy = cuda_copy(a.build, mib << 20)
+                device, copy = cuda_copy(a.build, mib << 20, a.chunk_bytes)
                 if not meta["device"]:
                     meta["device"] = [device, nvidia_smi(), f"/dev/shm free: {free / 2**30:.1f} GiB"]
                     for line in meta["device"]:
@@ -200,7 +209,7 @@ def main():
                     for protected in (False, True):
                         paths[protected] = os.path.join(tmp, f"g{ranks}-{mib}-{device_ms}-{int(protected)}.yaml")
                         with open(paths[protected], "w") as f:
-                            f.write(config_text(ranks, mib, a.steps, protected, device_ms))
+                            f.write(config_text(ranks, mib, a.steps, protected, device_ms, a.chunk_bytes))
                     runs, sums = {False: [], True: []}, set()
                     for _ in range(a.pairs):
                         for protected in (False, True):
@@ -218,6 +227,7 @@ def main():
                         "exposed_wait_ms": med(on_runs, "median_exposed_wait_ms"),
                         "snapshot_ms": med(on_runs, "snapshot_mean_ms"),
                         "protection_cpu_ms": med(on_runs, "snapshot_cpu_ms"),
+                        "snapshot_d2h_GBps": med(on_runs, "snapshot_d2h_GBps"),
                         "snapshot_GBps": med(on_runs, "snapshot_copy_GBps"),
                         "replication_GBps": med(on_runs, "replication_GBps"),
                         "same_checksum": len(sums) == 1, "checksums": sorted(sums),
@@ -227,7 +237,7 @@ def main():
                     print(f"ranks {ranks} state {mib:5d} MiB device {device_ms:3d} ms: step {off:8.2f} ms off, "
                           f"{on:8.2f} ms on, ratio {r['ratio']:.3f} (serial bound {r['serial_ratio_bound']:.3f}), "
                           f"exposed wait {r['exposed_wait_ms']:.2f} ms, snapshot {r['snapshot_ms']:.1f} ms, "
-                          f"copy+hash {r['snapshot_GBps']:.2f} GB/s, replication {r['replication_GBps']:.2f} GB/s "
+                          f"D2H {r['snapshot_d2h_GBps']:.2f} GB/s, copy+hash {r['snapshot_GBps']:.2f} GB/s, replication {r['replication_GBps']:.2f} GB/s "
                           f"(cudaMemcpy D2H pinned {copy['cuda_d2h_pinned_GBps']:.2f}, pageable "
                           f"{copy['cuda_d2h_pageable_GBps']:.2f}, chunked {copy['cuda_d2h_chunked_GBps']:.2f} GB/s), "
                           f"same checksum: {r['same_checksum']} [{time.monotonic() - started:.0f} s]", flush=True)
