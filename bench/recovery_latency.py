@@ -3,6 +3,13 @@
 
   recovery_latency.py --build BUILD [--ranks 4 8 16] [--trials 5] [--state-mib 64]
                       [--spare hot spawned] [--device-ms 0] [--kill-role 1] [--json OUT]
+                      [--trainer examples/mlp_cuda_trainer] [--bitwise]
+
+--trainer examples/mlp_cuda_trainer measures the CUDA example (docs/gpu.md): its state in device
+memory (trainer.extra_device_mib), the DP collectives through NCCL, whose rebuild in the first
+step after the repair is the column first_step_nccl_init. Several ranks on one GPU need
+FLASHREC_GPU_SHARED=1 and NCCL_SOCKET_IFNAME=lo in the environment. --bitwise also runs the
+job without a failure once and counts the trials whose final checksum is bitwise the same.
 
 Each trial runs the example trainer with `state-mib` MiB of sharded state per rank and kills
 role `kill-role` (SIGKILL) in the forward pass of step 6. The recovery record carries every
@@ -25,24 +32,28 @@ TOOLS = os.path.join(HERE, "..", "tools")
 sys.path.insert(0, TOOLS)
 import frlib  # noqa: E402
 ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "rebuild", "restore",
-         "resumed", "to_loop", "first_step"]
+         "resumed", "to_loop", "first_step", "first_step_nccl_init"]
+CUDA_TRAINER = "examples/mlp_cuda_trainer"
 
 
-def config(ranks, hot, state_mib, device_ms=0):
+def config(ranks, hot, state_mib, device_ms=0, trainer="examples/mlp_trainer"):
     nodes = max(1, ranks // 2)
+    state_param = "extra_device_mib" if trainer == CUDA_TRAINER else "extra_sharded_mib"
     return f"""job: {{name: bench-rec-{ranks}-{int(hot)}-{os.getpid()}, nodes: {nodes}, ranks_per_node: {ranks // nodes}, dp: {ranks},
        hot_spares: {1 if hot else 0}, steps: 12, seed: 9}}
 trainer: {{model: {{input: 32, hidden: 64, output: 8}}, batch_per_rank: 8, log_every: 1000,
-          extra_sharded_mib: {state_mib}, device_ms: {device_ms}}}
+          {state_param}: {state_mib}, device_ms: {device_ms}}}
 recovery: {{phase_deadline_ms: 60000}}
 """
 
 
-def trial(build, ranks, hot, path, timeout, kill_role=1):
+def trial(build, ranks, hot, path, timeout, kill_role=1, trainer="examples/mlp_trainer", fault=True):
+    fault_args = ["--fault", f"role={kill_role}:step=6:phase=forward:action=kill"] if fault else []
     job = frlib.run_job(ranks + (1 if hot else 0),
-                        [os.path.join(build, "examples", "mlp_trainer"), "--config", path,
-                         "--fault", f"role={kill_role}:step=6:phase=forward:action=kill"],
+                        [os.path.join(build, trainer), "--config", path] + fault_args,
                         timeout=timeout, expect="^final_checksum=")
+    if not fault:
+        return None, {"final_checksum": job.checksum}
     injected = job.fault_injected_us()
     e = job.event("recovery")
     if e:
@@ -53,7 +64,7 @@ def trial(build, ranks, hot, path, timeout, kill_role=1):
             phases["to_loop"] = (e["back_in_loop_unix_us"] - injected) / 1e3
         else:
             phases["to_loop"] = sum(v for k, v in phases.items() if k not in ("first_step",))
-        return phases, e
+        return phases, dict(e, final_checksum=job.checksum)
     print(job.output[-3000:], file=sys.stderr)
     return None, None
 
@@ -68,6 +79,8 @@ def main():
     ap.add_argument("--spare", nargs="+", choices=["hot", "spawned"], default=["hot", "spawned"])
     ap.add_argument("--device-ms", type=int, default=0, help="trainer.device_ms: a device-like step")
     ap.add_argument("--kill-role", type=int, default=1)
+    ap.add_argument("--trainer", default="examples/mlp_trainer", help="relative to --build")
+    ap.add_argument("--bitwise", action="store_true", help="compare every trial's checksum with a failure-free run")
     ap.add_argument("--json")
     a = ap.parse_args()
     results = []
@@ -76,12 +89,18 @@ def main():
             for hot in [kind == "hot" for kind in a.spare]:
                 path = os.path.join(tmp, f"r{ranks}-{int(hot)}.yaml")
                 with open(path, "w") as f:
-                    f.write(config(ranks, hot, a.state_mib, a.device_ms))
-                outcomes = [trial(a.build, ranks, hot, path, a.timeout, a.kill_role) for _ in range(a.trials)]
+                    f.write(config(ranks, hot, a.state_mib, a.device_ms, a.trainer))
+                outcomes = [trial(a.build, ranks, hot, path, a.timeout, a.kill_role, a.trainer) for _ in range(a.trials)]
                 samples = [s for s, _ in outcomes if s]
                 slow = sorted({e.get("slowest_role", "role 0") for s, e in outcomes if s})
                 row = {"ranks": ranks, "spare": "hot" if hot else "spawned", "trials": len(samples),
                        "slowest_roles": slow, "phases": {}}
+                if a.bitwise:
+                    _, clean = trial(a.build, ranks, hot, path, a.timeout, trainer=a.trainer, fault=False)
+                    row["failure_free_checksum"] = clean["final_checksum"]
+                    row["bitwise_identical"] = sum(1 for s, e in outcomes if s and e["final_checksum"] == clean["final_checksum"])
+                    print(f"ranks {ranks} {row['spare']}: {row['bitwise_identical']} of {len(outcomes)} trials end "
+                          f"bitwise identical to the failure-free run ({clean['final_checksum']})", flush=True)
                 for phase in ORDER:
                     vals = [s[phase] for s in samples if phase in s]
                     if vals:

@@ -10,7 +10,7 @@
 //   ema (float, trainer.extra_device_mib MiB)
 //                                 device           sharded
 //
-// For benchmarks (bench/gpu_overhead.py), as examples/mlp's extra_sharded_mib and device_ms:
+// For benchmarks (bench/gpu/gpu_overhead.py), as examples/mlp's extra_sharded_mib and device_ms:
 //   trainer.extra_device_mib (default 0): a device buffer of that many MiB per rank, an
 //     exponential moving average of the gradient shard updated every step in update(), so the
 //     state to snapshot is large at small compute (and every step changes it);

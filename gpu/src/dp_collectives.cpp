@@ -12,6 +12,7 @@ namespace flashrec::gpu {
 void DeviceDpCollectives::prepare(const ft::Comm& dp, std::uint64_t generation, int device,
                                   std::chrono::steady_clock::time_point deadline) {
     if (nccl_.valid() && generation_ == generation) return;
+    const auto started = std::chrono::steady_clock::now();
     nccl_.abort();  // never blocks; a communicator of an earlier generation may hold a dead rank
     // The channel first: once it is agreed on, a failure during the NCCL init below is
     // announced on it and ends every peer's init.
@@ -26,6 +27,7 @@ void DeviceDpCollectives::prepare(const ft::Comm& dp, std::uint64_t generation, 
     nccl_ = NcclComm::create(dp, options);
     generation_ = generation;
     ++builds_;
+    build_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 }
 
 float* DeviceDpCollectives::scratch(std::size_t floats) {

@@ -1,10 +1,13 @@
 #include "flashrec/gpu/nccl_comm.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <exception>
 #include <utility>
+#include <vector>
 
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/comm.hpp"
@@ -35,6 +38,22 @@ NcclError::Cause cause_of(AbortPoller::Verdict verdict) {
         case AbortPoller::Verdict::abort_requested: return NcclError::Cause::abort_requested;
         default: return NcclError::Cause::deadline;
     }
+}
+
+// ncclCommRevoke (2.28.7) and ncclCommShrink (2.27), found in the NCCL this process loaded.
+struct RepairCalls {
+    decltype(&ncclCommRevoke) revoke = nullptr;
+    decltype(&ncclCommShrink) shrink = nullptr;
+};
+
+const RepairCalls& repair_calls() noexcept {
+    static const RepairCalls calls = [] {
+        RepairCalls c;
+        c.revoke = reinterpret_cast<decltype(&ncclCommRevoke)>(dlsym(RTLD_DEFAULT, "ncclCommRevoke"));
+        c.shrink = reinterpret_cast<decltype(&ncclCommShrink)>(dlsym(RTLD_DEFAULT, "ncclCommShrink"));
+        return c;
+    }();
+    return calls;
 }
 
 }  // namespace
@@ -130,6 +149,7 @@ NcclComm NcclComm::create_from_id(const ncclUniqueId& id, int nranks, int rank,
 
 NcclComm::NcclComm(NcclComm&& other) noexcept
     : comm_(std::exchange(other.comm_, nullptr)),
+      revoked_(std::exchange(other.revoked_, false)),
       rank_(std::exchange(other.rank_, -1)),
       size_(std::exchange(other.size_, 0)),
       device_(std::exchange(other.device_, -1)),
@@ -143,6 +163,7 @@ NcclComm& NcclComm::operator=(NcclComm&& other) noexcept {
     if (this != &other) {
         abort();
         comm_ = std::exchange(other.comm_, nullptr);
+        revoked_ = std::exchange(other.revoked_, false);
         rank_ = std::exchange(other.rank_, -1);
         size_ = std::exchange(other.size_, 0);
         device_ = std::exchange(other.device_, -1);
@@ -193,7 +214,7 @@ void NcclComm::wait_settled(const char* what, const std::function<bool()>& op_co
     } else if (verdict == Verdict::deadline) {
         detail += ": no completion within " + std::to_string(options_.timeout.count()) + " ms";
     }
-    abort();
+    release_after_failure();
     throw NcclError(poller.last_status(), cause_of(verdict), what, short_file(file), line,
                     ft::world_rank(), detail);
 }
@@ -305,6 +326,90 @@ void NcclComm::abort() noexcept {
     if (comm_ == nullptr) return;
     (void)ncclCommAbort(comm_);  // blocking but bounded, also for non-blocking communicators
     comm_ = nullptr;
+    revoked_ = false;
+}
+
+bool NcclComm::can_shrink() noexcept {
+    const RepairCalls& calls = repair_calls();
+    return calls.revoke != nullptr && calls.shrink != nullptr;
+}
+
+void NcclComm::revoke() noexcept {
+    if (comm_ == nullptr || revoked_) return;
+    if (!can_shrink()) {
+        abort();
+        return;
+    }
+    // A non-blocking communicator answers ncclInProgress; one that already holds an error (a
+    // peer's connection closed) may answer that error: its operations have stopped either way,
+    // and shrink() (NCCL_SHRINK_ABORT) ends whatever is left.
+    (void)repair_calls().revoke(comm_, NCCL_REVOKE_DEFAULT);
+    revoked_ = true;
+}
+
+void NcclComm::release_after_failure() noexcept {
+    if (options_.keep_after_failure)
+        revoke();
+    else
+        abort();
+}
+
+NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
+    if (!revoked())
+        throw Error("NcclComm::shrink of '" + name_ + "': revoke() it first (it is " +
+                    (comm_ == nullptr ? "aborted" : "live") + ")");
+    for (int r : excluded)
+        if (r < 0 || r >= size_)
+            throw Error("NcclComm::shrink of '" + name_ + "': rank " + std::to_string(r) + " of " +
+                        std::to_string(size_) + " to exclude");
+    DeviceGuard guard(device_);
+    // Revoked: in progress until the operations in flight have stopped. Whatever error they
+    // ended with (a dead peer's), the communicator is then quiescent and may be shrunk.
+    AbortPoller quiesced(
+        [comm = comm_] {
+            ncclResult_t status = ncclSuccess;
+            const ncclResult_t rc = ncclCommGetAsyncError(comm, &status);
+            return rc == ncclSuccess && status == ncclInProgress ? ncclInProgress : ncclSuccess;
+        },
+        options_.abort_flag,
+        options_.timeout.count() > 0 ? std::optional(AbortPoller::Clock::now() + options_.timeout) : std::nullopt);
+    if (poll_until_settled(quiesced, {}) != Verdict::complete) {
+        abort();
+        throw NcclError(ncclInProgress, NcclError::Cause::deadline, "ncclCommRevoke", short_file(__FILE__),
+                        __LINE__, ft::world_rank(), "communicator '" + name_ + "' did not quiesce");
+    }
+    NcclComm c;
+    c.name_ = name_;
+    c.options_ = std::move(options);
+    c.device_ = device_;
+    c.done_ = Event::create(cudaEventDisableTiming);
+    c.nccl_name_ = std::make_unique<const std::string>(name_);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.commName = c.nccl_name_->c_str();
+    std::vector<int> ranks(excluded.begin(), excluded.end());
+    ncclComm_t handle = nullptr;
+    const ncclResult_t rc = repair_calls().shrink(comm_, ranks.data(), static_cast<int>(ranks.size()), &handle,
+                                                  &config, NCCL_SHRINK_ABORT);
+    c.comm_ = handle;
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+        const char* last = ncclGetLastError(comm_);
+        const std::string detail = last != nullptr ? last : "";
+        c.abort();
+        abort();
+        throw NcclError(rc, NcclError::Cause::call_failed, "ncclCommShrink", short_file(__FILE__), __LINE__,
+                        ft::world_rank(), detail);
+    }
+    try {
+        c.wait_settled("ncclCommShrink", {}, __FILE__, __LINE__);
+    } catch (...) {
+        abort();
+        throw;
+    }
+    FLASHREC_NCCL_CHECK(ncclCommUserRank(c.comm_, &c.rank_));
+    FLASHREC_NCCL_CHECK(ncclCommCount(c.comm_, &c.size_));
+    abort();  // the parent, released the way NCCL asks after a failure
+    return c;
 }
 
 void NcclComm::finalize() {

@@ -66,6 +66,23 @@ std::vector<HostRange> subtract_ranges(std::span<const HostRange> wanted,
     return out;
 }
 
+std::vector<HostRange> split_at_ranges(HostRange span, std::span<const HostRange> ranges) {
+    std::vector<HostRange> out;
+    std::uintptr_t cursor = span.begin;
+    const std::uintptr_t end = span.end();
+    for (const HostRange& r : ranges) {
+        if (cursor >= end) break;
+        if (r.end() <= cursor) continue;
+        if (r.begin >= end) break;
+        if (r.begin > cursor) out.push_back({cursor, r.begin - cursor});  // a gap before it
+        const std::uintptr_t stop = std::min(end, r.end());
+        out.push_back({std::max(cursor, r.begin), stop - std::max(cursor, r.begin)});
+        cursor = stop;
+    }
+    if (cursor < end) out.push_back({cursor, end - cursor});
+    return out;
+}
+
 void CudaPinBackend::pin(void* data, std::size_t bytes) {
     FLASHREC_CUDA_CHECK(cudaHostRegister(data, bytes, cudaHostRegisterPortable));
 }
@@ -120,6 +137,10 @@ bool PinnedSet::covers(const void* data, std::size_t bytes) const {
     const HostRange want = range_of(data, bytes);
     if (want.bytes == 0) return true;
     return subtract_ranges(std::span<const HostRange>(&want, 1), ranges_).empty();
+}
+
+std::vector<HostRange> PinnedSet::pieces(const void* data, std::size_t bytes) const {
+    return split_at_ranges(range_of(data, bytes), ranges_);
 }
 
 std::size_t PinnedSet::pinned_bytes() const {

@@ -113,8 +113,7 @@ void DeviceSnapshotCopier::start(std::span<const ft::SaveChunk> chunks) {
         timed_bytes_ += c.bytes;
         if (pageable[i]) ++pageable_chunks_;
         const auto* src = static_cast<const std::byte*>(regions_[c.region].data) + c.offset;
-        FLASHREC_CUDA_CHECK(
-            cudaMemcpyAsync(c.dst, src, c.bytes, cudaMemcpyDefault, stream_.get()));
+        copy_host_side(c.dst, src, c.bytes, HostSide::destination);
         if (used == events_.size()) events_.push_back(Event::create());
         events_[used].record(stream_.get());
         chunk_event_[i] = static_cast<std::ptrdiff_t>(used);
@@ -183,6 +182,15 @@ void DeviceSnapshotCopier::wait_chunk(std::size_t chunk, const std::atomic<bool>
         poll_event(event, *cancelled);
 }
 
+void DeviceSnapshotCopier::copy_host_side(void* dst, const void* src, std::size_t bytes, HostSide host) {
+    const void* host_bytes = host == HostSide::source ? src : dst;
+    for (const HostRange& piece : pinned_.pieces(host_bytes, bytes)) {
+        const std::size_t at = piece.begin - reinterpret_cast<std::uintptr_t>(host_bytes);
+        FLASHREC_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(dst) + at, static_cast<const std::byte*>(src) + at,
+                                            piece.bytes, cudaMemcpyDefault, stream_.get()));
+    }
+}
+
 void DeviceSnapshotCopier::save(std::span<const ft::SaveChunk> chunks,
                                 const std::function<void(std::size_t)>& landed,
                                 const std::atomic<bool>* cancelled) {
@@ -215,7 +223,7 @@ void DeviceSnapshotCopier::restore(std::span<const ft::RestoreChunk> chunks) {
         if (c.bytes == 0) continue;
         auto* dst = static_cast<std::byte*>(regions_[c.region].data) + c.offset;
         if (on_device_[c.region])
-            FLASHREC_CUDA_CHECK(cudaMemcpyAsync(dst, c.src, c.bytes, cudaMemcpyDefault, stream_.get()));
+            copy_host_side(dst, c.src, c.bytes, HostSide::source);
         else
             std::memcpy(dst, c.src, c.bytes);
     }

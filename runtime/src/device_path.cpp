@@ -196,6 +196,14 @@ bool DevicePath::allreduce(const Step& step, std::span<float> data) {
     return true;
 }
 
+double DevicePath::take_nccl_build_ms() noexcept {
+#if FLASHREC_WITH_CUDA
+    return side_ ? side_->dp.take_build_ms() : 0.0;
+#else
+    return 0.0;
+#endif
+}
+
 void DevicePath::finalize(const Step& step) {
 #if FLASHREC_WITH_CUDA
     if (side_ && side_->dp.ready())

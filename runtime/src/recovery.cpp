@@ -24,6 +24,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kEpochTag = 0xe90c;
+// The recovery record's phase for the NCCL rebuild inside the first step (GPU path): part of
+// "first_step", so never added to the repair's own time.
+constexpr std::string_view kFirstStepNcclPhase = "first_step_nccl_init";
+bool in_first_step(std::string_view phase) { return phase.starts_with("first_step"); }
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
@@ -414,6 +418,7 @@ void Runtime::Impl::receive_restore() {
 void Runtime::Impl::finish_recovery() {
     membership.universe.agree(1, deadline());
     last_recovery->timeline.mark("restore");
+    (void)device.take_nccl_build_ms();  // from here on: the rebuild after this repair
     watchdog.disarm();
     abandoned = false;
     ++membership.epoch;
@@ -426,6 +431,9 @@ void Runtime::Impl::finish_recovery() {
 void Runtime::Impl::emit_recovery_record() {
     auto& done = last_recovery->timeline;
     done.mark("first_step");
+    // The GPU path rebuilds NCCL in the first step's first collective: its share, apart.
+    if (const double nccl_ms = device.take_nccl_build_ms(); nccl_ms > 0)
+        done.phases.emplace_back(std::string(kFirstStepNcclPhase), nccl_ms);
     const auto& plan = last_recovery->plan;
     // Every rank's timeline to role 0: which rank was slow, and the detection time even when
     // role 0 is a replacement that noticed nothing. One small collective, after the first step.
@@ -456,7 +464,7 @@ void Runtime::Impl::emit_recovery_record() {
         for (const auto& [name, ms] : rank.at("phases_ms").items()) {
             const double v = ms.get<double>();
             if (!max_phase.contains(name) || max_phase[name].get<double>() < v) max_phase[name] = v;
-            if (name != "first_step") repair += v;
+            if (!in_first_step(name)) repair += v;
         }
         if (repair > slowest_ms) slowest_ms = repair, slowest = role;
         const std::int64_t n = rank.at("noticed_unix_us"), l = rank.at("in_loop_unix_us");
@@ -467,7 +475,7 @@ void Runtime::Impl::emit_recovery_record() {
     // the last rank back in the loop; without both clocks, role 0's phases up to "resumed".
     double total = 0;
     for (const auto& [name, ms] : done.phases)
-        if (name != "first_step") total += ms;
+        if (!in_first_step(name)) total += ms;
     if (noticed > 0 && in_loop > noticed) total = static_cast<double>(in_loop - noticed) / 1e3;
     std::size_t bytes = 0;
     for (const auto& b : state.buffers()) bytes += b.bytes;
@@ -557,6 +565,7 @@ void Runtime::Impl::warm_restore() {
     else send_restore(plan);
     membership.work.agree(1, deadline());
     last_recovery->timeline.mark("restore");
+    (void)device.take_nccl_build_ms();  // from here on: the rebuild after this repair
     watchdog.disarm();
     step = plan.version;
     if (membership.role_index == 0)

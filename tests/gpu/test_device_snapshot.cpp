@@ -301,6 +301,8 @@ TEST_CASE("Protection's way: stage into a pinned shared-memory snapshot slot, co
     adam_t = -1;
     std::vector<std::span<const std::byte>> src;
     for (const auto& buffer : committed.buffers) src.push_back(buffer.bytes);
+    // params spans three registrations (the slot was pinned chunk by chunk): one copy per piece.
+    CHECK(copier.pinned().pieces(src[0].data(), src[0].size()).size() > 1);
     copier.restore(flashrec::ft::plan_restore(copier, src));
     for (std::size_t b = 0; b < 2; ++b) CHECK(download(device[b]) == live_bytes[b]);
     CHECK(adam_t == 3);

@@ -87,6 +87,22 @@ TEST_CASE("plan_pinning rounds to pages and merges spans that share or touch pag
     CHECK_THROWS_AS(plan_pinning(buffers, 3000), flashrec::Error);
 }
 
+TEST_CASE("split_at_ranges: one piece per registration or gap, in order") {
+    const std::vector<HostRange> pinned = {{kBase, kPage}, {kBase + kPage, kPage}, {kBase + 4 * kPage, kPage}};
+    // Across two touching registrations, a gap, a third and past it: five pieces.
+    const auto pieces = split_at_ranges({kBase + 100, 5 * kPage}, pinned);
+    REQUIRE(pieces.size() == 5);
+    CHECK(pieces[0] == HostRange{kBase + 100, kPage - 100});
+    CHECK(pieces[1] == HostRange{kBase + kPage, kPage});
+    CHECK(pieces[2] == HostRange{kBase + 2 * kPage, 2 * kPage});  // the gap
+    CHECK(pieces[3] == HostRange{kBase + 4 * kPage, kPage});
+    CHECK(pieces[4] == HostRange{kBase + 5 * kPage, 100});        // past the last
+    // Inside one registration, or outside all: the span itself.
+    CHECK(split_at_ranges({kBase + 10, 20}, pinned) == std::vector<HostRange>{{kBase + 10, 20}});
+    CHECK(split_at_ranges({kBase + 9 * kPage, 20}, pinned) == std::vector<HostRange>{{kBase + 9 * kPage, 20}});
+    CHECK(split_at_ranges({kBase, 0}, pinned).empty());
+}
+
 TEST_CASE("subtract_ranges") {
     const std::vector<HostRange> wanted = {{0, 100}, {200, 100}};
     const std::vector<HostRange> have = {{50, 20}, {90, 150}};

@@ -79,6 +79,8 @@ public:
     const std::atomic<bool>& abort_flag() const { return abort_flag_; }
     // Communicators made so far (1 after the first prepare, +1 per rebuild).
     std::size_t builds() const { return builds_; }
+    // Milliseconds spent building (failure channel + NCCL init) since the last call; 0 if none.
+    double take_build_ms() noexcept { return std::exchange(build_ms_, 0.0); }
 
 private:
     float* scratch(std::size_t floats);
@@ -89,6 +91,7 @@ private:
     NcclComm nccl_;
     std::uint64_t generation_ = 0;
     std::size_t builds_ = 0;
+    double build_ms_ = 0;
     DeviceBuffer scratch_;        // reduce_scatter: d copies of this rank's part
     DeviceBuffer shard_scratch_;  // allreduce: this rank's part of the sum
 };

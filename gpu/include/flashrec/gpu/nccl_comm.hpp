@@ -10,6 +10,11 @@
 //   nccl.allreduce_sum(grads, n, stream);         // NcclError if a peer died meanwhile
 //   ... recovery: abort = true (wakes the collective), repair MPI, abort = false ...
 //   if (!nccl.built_from(new_dp)) nccl.rebuild(new_dp, "dp");
+//
+// With NcclOptions::keep_after_failure and an NCCL that can revoke and shrink (2.28.7+,
+// can_shrink()), a failed operation revokes the communicator instead (in-flight work stops, the
+// communicator stays), and the survivors make theirs from it without a new bootstrap:
+//   auto survivors = nccl.shrink(dead_ranks, options);   // collective over the survivors
 #pragma once
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -47,6 +52,9 @@ struct NcclOptions {
     // revoked. This is how a wait learns of a failure with no thread of its own. Keep it cheap
     // (rate-limit inside). Must not throw. Empty: none.
     std::function<void()> before_poll{};
+    // On a failed operation (peer failure, abort flag, deadline): revoke instead of abort, so
+    // that shrink() can follow. Taken only where can_shrink(); otherwise the comm is aborted.
+    bool keep_after_failure = false;
 };
 
 // One point-to-point piece of a grouped exchange (NcclComm::exchange): `count` floats.
@@ -112,6 +120,20 @@ public:
 
     // Local, immediate: ncclCommAbort (operations in flight on the GPU end). Idempotent.
     void abort() noexcept;
+    // Whether the NCCL loaded at run time has ncclCommRevoke and ncclCommShrink (looked up, not
+    // linked: the library may be older than the headers flashrec was built with).
+    static bool can_shrink() noexcept;
+    // Local: stops the operations in flight (ncclCommRevoke) and keeps the communicator for
+    // shrink(); it takes no more collectives. Without can_shrink(): abort(). Never throws.
+    void revoke() noexcept;
+    bool revoked() const { return comm_ != nullptr && revoked_; }
+    // After revoke(), collective over the ranks not in `excluded` (ranks of this communicator,
+    // e.g. the dead): their communicator, ranks renumbered in the same order, made from this one
+    // by ncclCommShrink (no new unique id, no bootstrap over MPI), with `options` (its abort
+    // flag must be false again). This one is aborted after it, as NCCL requires of a shrink's
+    // parent after a failure. Throws NcclError (this communicator is then aborted: fall back to
+    // create() from the repaired MPI communicator).
+    NcclComm shrink(std::span<const int> excluded, NcclOptions options);
     // Collective clean shutdown (ncclCommFinalize, polled, then ncclCommDestroy). On failure
     // aborts and throws NcclError.
     void finalize();
@@ -119,7 +141,7 @@ public:
     // `mpi` with the same options. Collective over `mpi`.
     void rebuild(MPI_Comm mpi, const std::string& name);
 
-    bool valid() const { return comm_ != nullptr; }
+    bool valid() const { return comm_ != nullptr && !revoked_; }
     ncclComm_t get() const { return comm_; }
     int rank() const { return rank_; }
     int size() const { return size_; }
@@ -139,8 +161,11 @@ private:
                         cudaStream_t stream, const char* file, int line);
     void tag(MPI_Comm mpi);
     AbortPoller make_poller() const;
+    // After a failed operation: revoke() where options_.keep_after_failure, else abort().
+    void release_after_failure() noexcept;
 
     ncclComm_t comm_ = nullptr;
+    bool revoked_ = false;
     int rank_ = -1, size_ = 0, device_ = -1;
     std::string name_;
     // ncclConfig_t::commName points here: a heap string, so its address survives moves of

@@ -36,6 +36,11 @@ std::vector<HostRange> plan_pinning(std::span<const HostRange> spans, std::size_
 std::vector<HostRange> subtract_ranges(std::span<const HostRange> wanted,
                                        std::span<const HostRange> have);
 
+// `span` cut where a range of `ranges` (sorted, disjoint) begins or ends: pieces in address
+// order that each lie inside one range or outside all. One cudaMemcpy must not span two
+// registrations (CUDA rejects it: cudaErrorInvalidValue), and touching ranges stay two.
+std::vector<HostRange> split_at_ranges(HostRange span, std::span<const HostRange> ranges);
+
 // What registers a range: cudaHostRegister (CudaPinBackend), or a fake in tests.
 class PinBackend {
 public:
@@ -69,6 +74,8 @@ public:
     void pin(const void* data, std::size_t bytes);
     // True when every byte of [data, data + bytes) is in a range this set pinned.
     bool covers(const void* data, std::size_t bytes) const;
+    // [data, data + bytes) in pieces that each lie in one registration or in none (split_at_ranges).
+    std::vector<HostRange> pieces(const void* data, std::size_t bytes) const;
     // The registrations, sorted by address.
     const std::vector<HostRange>& ranges() const { return ranges_; }
     std::size_t pinned_bytes() const;

@@ -103,6 +103,10 @@ public:
 
 private:
     const Event& event_of(std::size_t chunk) const;
+    enum class HostSide { source, destination };
+    // cudaMemcpyAsync on the copy stream, one call per piece of the host side that lies in one
+    // registration (PinnedSet::pieces): a copy across two registrations is an invalid argument.
+    void copy_host_side(void* dst, const void* src, std::size_t bytes, HostSide host);
 
     std::vector<bool> on_device_;
     int device_ = -1;

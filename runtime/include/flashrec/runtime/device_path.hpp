@@ -64,6 +64,8 @@ public:
     bool reduce_scatter(const Step& step, std::span<const float> grads, std::span<float> shard);
     bool allgather(const Step& step, std::span<float> full);
     bool allreduce(const Step& step, std::span<float> data);
+    // Milliseconds spent (re)building the DP group's NCCL communicator since the last call.
+    double take_nccl_build_ms() noexcept;
     // End of the loop: NCCL's communicator is finalized (if one was made).
     void finalize(const Step& step);
 

@@ -43,8 +43,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+sys.path.insert(0, os.path.join(HERE, ".."))  # protection_overhead
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 import frlib  # noqa: E402
 from protection_overhead import med  # noqa: E402
 
@@ -84,7 +84,7 @@ def run_job(build, ranks, path, timeout):
 
 def cuda_copy(build, nbytes, chunk_bytes):
     """bench_cuda_copy's figures for `nbytes`: (device line, {name: GB/s})."""
-    exe = os.path.join(build, "bench", "bench_cuda_copy")
+    exe = os.path.join(build, "bench", "gpu", "bench_cuda_copy")
     p = subprocess.run([exe, str(nbytes), str(chunk_bytes)], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True)
     if p.returncode == 77:

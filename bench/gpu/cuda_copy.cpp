@@ -1,4 +1,4 @@
-// Reference copy bandwidths of device 0 for the GPU protection benchmark (bench/gpu_overhead.py),
+// Reference copy bandwidths of device 0 for the GPU protection benchmark (bench/gpu/gpu_overhead.py),
 // measured in the same run as the trainer jobs:
 //
 //   bench_cuda_copy BYTES [CHUNK_BYTES]
