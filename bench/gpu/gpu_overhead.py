@@ -70,7 +70,7 @@ def job_env(ranks):
 
 
 def run_job(build, ranks, path, timeout):
-    """One run: its job_stats record and final checksum; exits with the output's tail on failure."""
+    """One run: its job_stats record and final checksum, or None (the output's tail printed)."""
     env = job_env(ranks)
     forward = [arg for name in env for arg in ("-x", name)]  # mpirun passes them to the ranks
     job = frlib.run_job(ranks, forward + [os.path.join(build, "examples", "mlp_cuda", "mlp_cuda_trainer"),
@@ -79,7 +79,8 @@ def run_job(build, ranks, path, timeout):
     stats = job.event("job_stats")
     if stats and job.checksum:
         return stats, job.checksum
-    sys.exit(f"run failed ({path}, exit {job.returncode}):\n{job.output[-4000:]}")
+    print(f"run failed ({path}, exit {job.returncode}):\n{job.output[-4000:]}", file=sys.stderr, flush=True)
+    return None
 
 
 def cuda_copy(build, nbytes, chunk_bytes):
@@ -174,6 +175,8 @@ def main():
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=300, help="per job (s)")
+    ap.add_argument("--stop-after", type=float, metavar="S",
+                    help="start no new row after S seconds (a lease's time limit); the rows left out are named")
     ap.add_argument("--json")
     ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json again "
                     "(bound and shares recomputed) and run nothing")
@@ -190,7 +193,7 @@ def main():
         ap.error("--ranks, --state-mib and --chunk-bytes must be >= 1, --device-ms >= 0, --pairs >= 1")
     started = time.monotonic()
     meta = {"device": [], "pairs": a.pairs, "steps": a.steps, "chunk_bytes": a.chunk_bytes}
-    rows = []
+    rows, failed = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in a.ranks:
             for mib in a.state_mib:
@@ -205,6 +208,10 @@ def main():
                     for line in meta["device"]:
                         print(line, flush=True)
                 for device_ms in a.device_ms:
+                    if a.stop_after is not None and time.monotonic() - started > a.stop_after:
+                        print(f"ranks {ranks} state {mib} MiB device {device_ms} ms: left out "
+                              f"(--stop-after {a.stop_after:.0f} s passed)", flush=True)
+                        continue
                     paths = {}
                     for protected in (False, True):
                         paths[protected] = os.path.join(tmp, f"g{ranks}-{mib}-{device_ms}-{int(protected)}.yaml")
@@ -213,9 +220,18 @@ def main():
                     runs, sums = {False: [], True: []}, set()
                     for _ in range(a.pairs):
                         for protected in (False, True):
-                            stats, checksum = run_job(a.build, ranks, paths[protected], a.timeout)
-                            runs[protected].append(stats)
-                            sums.add(checksum)
+                            got = run_job(a.build, ranks, paths[protected], a.timeout)
+                            if got is None:
+                                break
+                            runs[protected].append(got[0])
+                            sums.add(got[1])
+                        if got is None:
+                            break
+                    if got is None:
+                        failed.append((ranks, mib, device_ms))
+                        print(f"ranks {ranks} state {mib} MiB device {device_ms} ms: a run failed, row left out",
+                              flush=True)
+                        continue
                     off = med(runs[False], "median_step_ms")
                     on = med(runs[True], "median_step_ms")
                     on_runs = runs[True]
@@ -247,6 +263,8 @@ def main():
     print(f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s")
     if a.json:
         save(a.json, meta, rows)
+    if failed:
+        sys.exit(f"rows with a failed run (ranks, MiB, device ms): {failed}")
 
 
 if __name__ == "__main__":
