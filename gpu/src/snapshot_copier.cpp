@@ -205,9 +205,10 @@ void DeviceSnapshotCopier::save(std::span<const ft::SaveChunk> chunks,
 }
 
 ft::TransferTiming DeviceSnapshotCopier::last_transfer() const {
-    if (timed_bytes_ == 0) return {};
+    if (timed_bytes_ == 0 || !ready()) return {};
     DeviceGuard guard(device_);
-    if (!timed_end_.query()) return {};
+    // Only an event record follows the last chunk's event: it completes at once.
+    timed_end_.synchronize();
     float ms = 0;
     FLASHREC_CUDA_CHECK(cudaEventElapsedTime(&ms, timed_start_.get(), timed_end_.get()));
     return {timed_bytes_, static_cast<double>(ms) * 1e-3};

@@ -90,7 +90,8 @@ public:
 
     // The D2H bytes of the last start() and their time on the GPU's clock, from when the copy
     // stream passed the wait for the state (and the copier's pinning) to the last chunk's end:
-    // two timing events around the chunks. {0, 0} while the copies run or when there were none.
+    // two timing events around the chunks. {0, 0} while the copies run (ready() is false) or
+    // when there were none.
     ft::TransferTiming last_transfer() const override;
 
     // D2H chunks of the last start() whose destination was pageable memory when copied: CUDA
