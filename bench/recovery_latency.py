@@ -3,9 +3,9 @@
 
   recovery_latency.py --build BUILD [--ranks 4 8 16] [--trials 5] [--state-mib 64]
                       [--spare hot spawned] [--device-ms 0] [--kill-role 1] [--json OUT]
-                      [--trainer examples/mlp_cuda_trainer] [--bitwise]
+                      [--trainer examples/mlp_cuda/mlp_cuda_trainer] [--bitwise]
 
---trainer examples/mlp_cuda_trainer measures the CUDA example (docs/gpu.md): its state in device
+--trainer examples/mlp_cuda/mlp_cuda_trainer measures the CUDA example (docs/gpu.md): its state in device
 memory (trainer.extra_device_mib), the DP collectives through NCCL, whose rebuild in the first
 step after the repair is the column first_step_nccl_init. Several ranks on one GPU need
 FLASHREC_GPU_SHARED=1 and NCCL_SOCKET_IFNAME=lo in the environment. --bitwise also runs the
@@ -33,7 +33,7 @@ sys.path.insert(0, TOOLS)
 import frlib  # noqa: E402
 ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "rebuild", "restore",
          "resumed", "to_loop", "first_step", "first_step_nccl_init"]
-CUDA_TRAINER = "examples/mlp_cuda_trainer"
+CUDA_TRAINER = "examples/mlp_cuda/mlp_cuda_trainer"
 
 
 def config(ranks, hot, state_mib, device_ms=0, trainer="examples/mlp_trainer"):

@@ -1,15 +1,19 @@
-// nccl_repair MODE [MIB]: one real failure of an NCCL communicator and its repair, timed.
+// nccl_repair MODE [MIB] [WHEN]: one real failure of an NCCL communicator and its repair, timed.
 //   MODE shrink: the survivors revoke the communicator (ncclCommRevoke) and make theirs from it
 //                (ncclCommShrink, no new bootstrap); the parent is aborted after.
 //   MODE reinit: the survivors abort it (ncclCommAbort) and make a new one from the repaired MPI
 //                communicator (unique id over MPI, ncclCommInitRankConfig): what flashrec's
 //                runtime does after every repair.
 // Every rank of the job (fr-mpirun -n N) joins an NCCL communicator over the world, runs a few
-// all-reduces of MIB MiB (default 64), then the last rank SIGKILLs itself while the others are
-// in the next all-reduce. The survivors notice through the FailureChannel (MPI), repair MPI
-// (revoke + shrink, not timed), then repair NCCL the MODE's way (timed), and check that an
-// all-reduce on the new communicator sums the survivors' values exactly. Rank 0 prints one line
-//   nccl_repair mode=M ranks=N survivors=S notice_ms=.. release_ms=.. repair_ms=.. first_allreduce_ms=.. allreduce_ms=.. nccl=V
+// all-reduces of MIB MiB (default 64), then the last rank SIGKILLs itself:
+//   WHEN during (default): while the others are in the next all-reduce. NCCL itself sees the
+//                closed connections and marks the communicator failed (ncclRemoteError).
+//   WHEN between: between two collectives. The survivors learn it from MPI alone (the
+//                FailureChannel) and revoke/abort NCCL before NCCL has seen anything.
+// The survivors repair MPI (revoke + shrink, not timed), then NCCL the MODE's way (timed), and
+// check that an all-reduce on the new communicator sums the survivors' values exactly. A shrink
+// NCCL refuses falls back to abort + re-init (fallback=1). Rank 0 prints one line
+//   nccl_repair mode=M when=W ranks=N survivors=S fallback=F notice_ms=.. release_ms=.. repair_ms=.. first_allreduce_ms=.. allreduce_ms=.. nccl=V
 // and every survivor "OK rank r: ..." / "FAIL rank r: ..." (bench/gpu/nccl_repair.py, the
 // gpu.nccl_repair_* tests). Several ranks on one GPU need FLASHREC_GPU_SHARED=1.
 #include <cuda_runtime_api.h>
@@ -23,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flashrec/errors.hpp"
@@ -80,9 +85,11 @@ int main(int argc, char** argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     const std::string mode = argc > 1 ? argv[1] : "";
     const std::size_t mib = argc > 2 ? static_cast<std::size_t>(std::atoi(argv[2])) : 64;
+    const std::string when = argc > 3 ? argv[3] : "during";
     int failures = 0, rank = -1;
     try {
-        if (mode != "shrink" && mode != "reinit") throw flashrec::Error("usage: nccl_repair shrink|reinit [MIB]");
+        if ((mode != "shrink" && mode != "reinit") || (when != "during" && when != "between"))
+            throw flashrec::Error("usage: nccl_repair shrink|reinit [MIB] [during|between]");
         if (mode == "shrink" && !NcclComm::can_shrink())
             throw flashrec::Error("mode shrink: the NCCL loaded has no ncclCommRevoke/ncclCommShrink (2.28.7+)");
         flashrec::ft::Comm world = flashrec::ft::Comm::dup_world("world");
@@ -121,12 +128,22 @@ int main(int argc, char** argv) {
         if (rank == victim) std::raise(SIGKILL);
         const auto failed_at = Clock::now();
         double notice_ms = -1;
-        try {
-            nccl.allreduce_sum(data.as<float>(), n, stream.get());
-            failures += report(false, rank, "the all-reduce with a dead member completed");
-        } catch (const NcclError& e) {
+        if (when == "during") {
+            try {
+                nccl.allreduce_sum(data.as<float>(), n, stream.get());
+                failures += report(false, rank, "the all-reduce with a dead member completed");
+            } catch (const NcclError& e) {
+                notice_ms = ms_since(failed_at);
+                failures += report(e.peer_failure(), rank, std::string("the all-reduce ended: ") + e.what());
+            }
+        } else {
+            while (!channel.failure_seen()) std::this_thread::sleep_for(std::chrono::microseconds(100));
             notice_ms = ms_since(failed_at);
-            failures += report(e.peer_failure(), rank, std::string("the all-reduce ended: ") + e.what());
+            failures += report(true, rank, "MPI reported the failure");
+            if (mode == "shrink")
+                nccl.revoke();
+            else
+                nccl.abort();
         }
         failures += report(mode == "shrink" ? nccl.revoked() : !nccl.valid(), rank,
                            mode == "shrink" ? "the communicator is revoked, kept for the shrink"
@@ -142,10 +159,17 @@ int main(int argc, char** argv) {
         NcclComm repaired;
         flashrec::gpu::NcclOptions after = options;
         after.before_poll = {};  // the channel holds the dead rank: it always reports now
+        int fallback = 0;
         if (mode == "shrink") {
             const int excluded[] = {victim};
-            repaired = nccl.shrink(excluded, after);
-        } else {
+            try {
+                repaired = nccl.shrink(excluded, after);
+            } catch (const NcclError& e) {
+                report(true, rank, std::string("NCCL refused the shrink; abort + re-init instead: ") + e.what());
+                fallback = 1;
+            }
+        }
+        if (mode == "reinit" || fallback) {
             const auto release_started = Clock::now();
             nccl.abort();
             release_ms = ms_since(release_started);
@@ -163,10 +187,10 @@ int main(int argc, char** argv) {
         int version = 0;
         ncclGetVersion(&version);
         if (rank == 0)
-            std::printf("nccl_repair mode=%s ranks=%d survivors=%d mib=%zu notice_ms=%.3f release_ms=%.3f "
-                        "repair_ms=%.3f first_allreduce_ms=%.3f allreduce_ms=%.3f nccl=%d\n",
-                        mode.c_str(), size, size - 1, mib, notice_ms, release_ms, repair_ms, first_ms,
-                        allreduce_ms, version);
+            std::printf("nccl_repair mode=%s when=%s ranks=%d survivors=%d fallback=%d mib=%zu notice_ms=%.3f "
+                        "release_ms=%.3f repair_ms=%.3f first_allreduce_ms=%.3f allreduce_ms=%.3f nccl=%d\n",
+                        mode.c_str(), when.c_str(), size, size - 1, fallback, mib, notice_ms, release_ms, repair_ms,
+                        first_ms, allreduce_ms, version);
         std::printf("DONE rank %d\n", rank);
         std::fflush(stdout);
     } catch (const std::exception& e) {

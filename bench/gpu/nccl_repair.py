@@ -2,11 +2,14 @@
 """NCCL after a real failure: shrink (ncclCommRevoke + ncclCommShrink) vs abort + re-init, in
 the same run, alternating, at several job sizes (bench/gpu/nccl_repair.cpp does one trial).
 
-  nccl_repair.py --build BUILD [--ranks 4 8] [--trials 5] [--mib 64] [--json OUT]
+  nccl_repair.py --build BUILD [--ranks 4 8] [--trials 5] [--mib 64] [--when during between]
+                 [--json OUT]
 
 Every trial is its own MPI job: N ranks build an NCCL communicator, the last one is SIGKILLed
-in an all-reduce, the survivors repair MPI (not timed) and then NCCL the trial's way (timed:
-repair_ms), and check an all-reduce over the survivors. Prints the medians per (ranks, mode)
+(--when during: in an all-reduce, which NCCL sees fail; between: between collectives, which
+only MPI sees), the survivors repair MPI (not timed) and then NCCL the trial's way (timed:
+repair_ms), and check an all-reduce over the survivors. A shrink NCCL refuses falls back to
+abort + re-init: the column "fallbacks" counts them. Prints the medians per (ranks, mode)
 and the ratio reinit/shrink per job size. On one GPU the ranks share it (FLASHREC_GPU_SHARED=1,
 NCCL over loopback sockets): the figures are then those of NCCL's network path on one host.
 """
@@ -24,10 +27,10 @@ import frlib  # noqa: E402
 FIELDS = ("notice_ms", "release_ms", "repair_ms", "first_allreduce_ms", "allreduce_ms")
 
 
-def trial(build, ranks, mode, mib, timeout):
-    job = frlib.run_job(ranks, [os.path.join(build, "bench", "gpu", "bench_nccl_repair"), mode, str(mib)],
-                        timeout=timeout, expect=["^nccl_repair "])
-    m = re.search(r"^nccl_repair (.*)$", job.output, re.M)
+def trial(build, ranks, mode, mib, when, timeout):
+    job = frlib.run_job(ranks, [os.path.join(build, "bench", "gpu", "bench_nccl_repair"), mode, str(mib), when],
+                        timeout=timeout, expect=["^nccl_repair mode="])
+    m = re.search(r"^nccl_repair (mode=.*)$", job.output, re.M)
     if not m or "FAIL" in job.output:
         print(job.output[-3000:], file=sys.stderr)
         return None
@@ -41,6 +44,7 @@ def main():
     ap.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--mib", type=int, default=64)
+    ap.add_argument("--when", nargs="+", choices=["during", "between"], default=["during", "between"])
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -49,27 +53,33 @@ def main():
     os.environ.update(env)
     runs = {}
     for ranks in args.ranks:
-        for t in range(args.trials):
-            for mode in (("shrink", "reinit") if t % 2 == 0 else ("reinit", "shrink")):
-                r = trial(args.build, ranks, mode, args.mib, args.timeout)
-                print(f"ranks {ranks} trial {t} {mode}: {r}", flush=True)
-                if r:
-                    runs.setdefault((ranks, mode), []).append(r)
+        for when in args.when:
+            for t in range(args.trials):
+                for mode in (("shrink", "reinit") if t % 2 == 0 else ("reinit", "shrink")):
+                    r = trial(args.build, ranks, mode, args.mib, when, args.timeout)
+                    print(f"ranks {ranks} {when} trial {t} {mode}: {r}", flush=True)
+                    if r:
+                        runs.setdefault((ranks, when, mode), []).append(r)
     print()
-    print("| ranks (survivors) | mode | trials | notice (ms) | release parent (ms) | repair (ms) "
-          "| first all-reduce (ms) | all-reduce before (ms) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| ranks (survivors) | killed | mode | trials | fallbacks | notice (ms) | release parent (ms) "
+          "| repair (ms) | first all-reduce (ms) | all-reduce before (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
-    for (ranks, mode), rs in sorted(runs.items()):
+    for (ranks, when, mode), rs in sorted(runs.items()):
         med = {f: statistics.median(r[f] for r in rs) for f in FIELDS}
-        rows.append({"ranks": ranks, "mode": mode, "trials": len(rs), "nccl": rs[0].get("nccl"), **med,
-                     "repair_ms_all": [r["repair_ms"] for r in rs]})
-        print(f"| {ranks} ({ranks - 1}) | {mode} | {len(rs)} | {med['notice_ms']:.1f} | {med['release_ms']:.1f} "
-              f"| {med['repair_ms']:.1f} | {med['first_allreduce_ms']:.1f} | {med['allreduce_ms']:.1f} |")
+        fallbacks = sum(r["fallback"] for r in rs)
+        rows.append({"ranks": ranks, "when": when, "mode": mode, "trials": len(rs), "fallbacks": fallbacks,
+                     "nccl": rs[0].get("nccl"), **med, "repair_ms_all": [r["repair_ms"] for r in rs]})
+        print(f"| {ranks} ({ranks - 1}) | {when} a collective | {mode} | {len(rs)} | {fallbacks} | {med['notice_ms']:.1f} "
+              f"| {med['release_ms']:.1f} | {med['repair_ms']:.1f} | {med['first_allreduce_ms']:.1f} "
+              f"| {med['allreduce_ms']:.1f} |")
     for ranks in args.ranks:
-        by = {r["mode"]: r for r in rows if r["ranks"] == ranks}
-        if "shrink" in by and "reinit" in by:
-            print(f"ranks {ranks}: repair reinit / shrink = {by['reinit']['repair_ms'] / by['shrink']['repair_ms']:.2f}")
+        for when in args.when:
+            by = {r["mode"]: r for r in rows if r["ranks"] == ranks and r["when"] == when}
+            if "shrink" in by and "reinit" in by:
+                print(f"ranks {ranks}, killed {when} a collective: repair reinit / shrink = "
+                      f"{by['reinit']['repair_ms'] / by['shrink']['repair_ms']:.2f} "
+                      f"({by['shrink']['fallbacks']} of {by['shrink']['trials']} shrinks fell back to re-init)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"mib": args.mib, "env": env, "rows": rows}, f, indent=1)
