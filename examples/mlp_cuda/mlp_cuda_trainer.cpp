@@ -7,6 +7,16 @@
 //   master (double, shard)        device           sharded
 //   adam_m, adam_v (float, shard) device           sharded
 //   adam_t (int64)                host             envelope
+//   ema (float, trainer.extra_device_mib MiB)
+//                                 device           sharded
+//
+// For benchmarks (bench/gpu/gpu_overhead.py), as examples/mlp's extra_sharded_mib and device_ms:
+//   trainer.extra_device_mib (default 0): a device buffer of that many MiB per rank, an
+//     exponential moving average of the gradient shard updated every step in update(), so the
+//     state to snapshot is large at small compute (and every step changes it);
+//   trainer.device_ms (default 0): after the backward pass a kernel on the compute stream keeps
+//     the GPU's timeline busy for that many ms (one sleeping thread: it stands for a model's
+//     compute, which the snapshot's D2H copy overlaps; it changes no value).
 //
 // The runtime does the rest (docs/gpu.md): protect() sees device memory, so snapshots are
 // cudaMemcpyAsync'd from the device into pinned shared memory, ordered after the work on the
@@ -75,6 +85,13 @@ int main(int argc, char** argv) {
         const auto batch = static_cast<std::size_t>(rt.param_int("batch_per_rank", 16));
         const double lr = rt.param_double("lr", 3e-3);
         const std::int64_t log_every = rt.param_int("log_every", 10);
+        const auto non_negative = [&](const std::string& key) {
+            const std::int64_t v = rt.param_int(key, 0);
+            if (v < 0) throw flashrec::Error("trainer." + key + " must be >= 0, not " + std::to_string(v));
+            return static_cast<std::size_t>(v);
+        };
+        const std::size_t extra_mib = non_negative("extra_device_mib");
+        const std::size_t device_ms = non_negative("device_ms");
         const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 
         // The device of this process (local rank modulo devices), and its compute stream.
@@ -110,6 +127,13 @@ int main(int argc, char** argv) {
         rt.protect("adam_m", device_span<float>(d_m, shard), flashrec::Redundancy::sharded);
         rt.protect("adam_v", device_span<float>(d_v, shard), flashrec::Redundancy::sharded);
         rt.protect("adam_t", std::span(adam_t), flashrec::Redundancy::envelope);
+        const std::size_t ema_count = extra_mib * (std::size_t{1} << 20) / sizeof(float);
+        gpu::DeviceBuffer d_ema;
+        if (ema_count > 0) {
+            d_ema = floats(ema_count);
+            FLASHREC_CUDA_CHECK(cudaMemsetAsync(d_ema.data(), 0, ema_count * sizeof(float), s));
+            rt.protect("ema", device_span<float>(d_ema, ema_count), flashrec::Redundancy::sharded);
+        }
 
         // Scratch (not state: recomputed every step).
         gpu::DeviceBuffer d_teacher = floats(n), d_grads = floats(n), d_grad_shard = floats(shard),
@@ -144,6 +168,7 @@ int main(int argc, char** argv) {
             FLASHREC_CUDA_CHECK(mlp_cuda::parameter_gradients(shape, d_x.as<float>(), d_h.as<float>(),
                                                               d_dout.as<float>(), d_da.as<float>(),
                                                               d_grads.as<float>(), batch, s));
+            FLASHREC_CUDA_CHECK(mlp_cuda::busy_wait(device_ms * 1000000ULL, s));
 
             // The gradient sum over the DP group, in DP-rank order (NCCL moves the parts).
             step.reduce_scatter(device_span<float>(d_grads, n), device_span<float>(d_grad_shard, shard));
@@ -155,6 +180,8 @@ int main(int argc, char** argv) {
                 FLASHREC_CUDA_CHECK(mlp_cuda::adam(a, d_grad_shard.as<float>(), d_m.as<float>(),
                                                    d_v.as<float>(), d_master.as<double>(),
                                                    d_params.as<float>() + mine.first, shard, s));
+                FLASHREC_CUDA_CHECK(mlp_cuda::ema(d_grad_shard.as<float>(), shard, d_ema.as<float>(),
+                                                  ema_count, s));
             });
             step.allgather(device_span<float>(d_params, n));
 

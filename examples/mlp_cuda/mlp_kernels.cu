@@ -108,6 +108,26 @@ __global__ void adam_kernel(AdamStep a, const float* grads, float* m, float* v, 
     params[i] = static_cast<float>(master[i]);
 }
 
+__global__ void ema_kernel(const float* grads, unsigned long long shard, float* ema, unsigned long long count) {
+    for (unsigned long long i = thread_index(); i < count; i += static_cast<unsigned long long>(gridDim.x) * blockDim.x)
+        ema[i] = 0.9f * ema[i] + 0.1f * grads[i % shard];
+}
+
+__device__ unsigned long long global_timer_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void busy_wait_kernel(unsigned long long ns) {
+    const unsigned long long start = global_timer_ns();
+    while (global_timer_ns() - start < ns) {
+#if __CUDA_ARCH__ >= 700
+        __nanosleep(10000);
+#endif
+    }
+}
+
 cudaError_t launched() { return cudaGetLastError(); }
 
 }  // namespace
@@ -144,6 +164,21 @@ cudaError_t adam(const AdamStep& a, const float* grads_shard, float* m, float* v
     if (count == 0) return cudaSuccess;
     adam_kernel<<<blocks_for(count), kThreads, 0, stream>>>(a, grads_shard, m, v, master, params_shard,
                                                             count);
+    return launched();
+}
+
+cudaError_t ema(const float* grads_shard, std::size_t shard, float* ema, std::size_t count,
+                cudaStream_t stream) {
+    if (shard == 0 || count == 0) return cudaSuccess;
+    // Grid-stride, a bounded grid: 1 GiB of floats is 2^28 elements.
+    const unsigned blocks = blocks_for(count) < 4096 ? blocks_for(count) : 4096;
+    ema_kernel<<<blocks, kThreads, 0, stream>>>(grads_shard, shard, ema, count);
+    return launched();
+}
+
+cudaError_t busy_wait(unsigned long long ns, cudaStream_t stream) {
+    if (ns == 0) return cudaSuccess;
+    busy_wait_kernel<<<1, 1, 0, stream>>>(ns);
     return launched();
 }
 

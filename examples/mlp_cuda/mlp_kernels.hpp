@@ -42,4 +42,14 @@ struct AdamStep {
 cudaError_t adam(const AdamStep& a, const float* grads_shard, float* m, float* v, double* master,
                  float* params_shard, std::size_t count, cudaStream_t stream);
 
+// trainer.extra_device_mib: ema[i] = 0.9 ema[i] + 0.1 grads_shard[i % shard] for i < count, the
+// CPU trainer's "ema" (examples/mlp), so the state depends on every step. Nothing for shard 0.
+cudaError_t ema(const float* grads_shard, std::size_t shard, float* ema, std::size_t count,
+                cudaStream_t stream);
+
+// trainer.device_ms: one thread of one block that sleeps on the GPU until `ns` nanoseconds of
+// the device's global timer have passed, standing for a model's compute on `stream` (the D2H
+// snapshot copy can overlap it); it reads and writes nothing.
+cudaError_t busy_wait(unsigned long long ns, cudaStream_t stream);
+
 }  // namespace mlp_cuda

@@ -58,6 +58,8 @@ void accumulate(SnapshotTiming& total, const SnapshotTiming& t) {
     total.sender_touched_bytes += t.sender_touched_bytes;
     total.holder_touched_bytes += t.holder_touched_bytes;
     total.hashed_in_cache_bytes += t.hashed_in_cache_bytes;
+    total.d2h_bytes += t.d2h_bytes;
+    total.d2h_seconds += t.d2h_seconds;
 }
 
 SnapshotLayout layout_of(const std::vector<ProtectedRegion>& regions, bool payload_only) {
@@ -516,6 +518,9 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
         &aborted_);
     timing.copy_seconds = seconds_since(copy_start) - progress_seconds;
     timing.copy_cpu_seconds = thread_cpu_seconds() - copy_cpu_start - progress_cpu;
+    const TransferTiming d2h = setup_.copier->last_transfer();
+    timing.d2h_bytes = d2h.bytes;
+    timing.d2h_seconds = d2h.seconds;
     drain();
     commit_held();
     own_->commit();

@@ -240,6 +240,7 @@ json JobStats::to_json() const {
               {"snapshot_cpu_ms", snapshot_cpu_ms},
               {"snapshot_copy_GBps", snapshot_copy_GBps},
               {"snapshot_copy_cpu_GBps", snapshot_copy_cpu_GBps},
+              {"snapshot_d2h_GBps", snapshot_d2h_GBps},
               {"replication_GBps", replication_GBps},
               {"replication_oncpu_GBps", replication_oncpu_GBps},
               {"sender_touched_per_byte", sender_touched_per_byte},
@@ -267,6 +268,7 @@ JobStats JobStats::from_json(const json& j) {
     s.snapshot_cpu_ms = r.number("snapshot_cpu_ms");
     s.snapshot_copy_GBps = r.number("snapshot_copy_GBps");
     s.snapshot_copy_cpu_GBps = r.number("snapshot_copy_cpu_GBps");
+    s.snapshot_d2h_GBps = r.number("snapshot_d2h_GBps");
     s.replication_GBps = r.number("replication_GBps");
     s.replication_oncpu_GBps = r.number("replication_oncpu_GBps");
     s.sender_touched_per_byte = r.number("sender_touched_per_byte");

@@ -51,6 +51,8 @@ DeviceSnapshotCopier::DeviceSnapshotCopier(std::vector<ft::LiveRegion> regions, 
     }
     stream_ = Stream::create(options.stream_priority);
     ready_ = Event::create();
+    timed_start_ = Event::create(cudaEventDefault);
+    timed_end_ = Event::create(cudaEventDefault);
 }
 
 DeviceSnapshotCopier::~DeviceSnapshotCopier() {
@@ -103,9 +105,12 @@ void DeviceSnapshotCopier::start(std::span<const ft::SaveChunk> chunks) {
     }
 
     std::size_t used = 0;
+    timed_bytes_ = 0;
     for (std::size_t i = 0; i < chunks.size(); ++i) {
         const ft::SaveChunk& c = chunks[i];
         if (!on_device_[c.region] || c.bytes == 0) continue;
+        if (used == 0) timed_start_.record(stream_.get());
+        timed_bytes_ += c.bytes;
         if (pageable[i]) ++pageable_chunks_;
         const auto* src = static_cast<const std::byte*>(regions_[c.region].data) + c.offset;
         copy_host_side(c.dst, src, c.bytes, HostSide::destination);
@@ -115,6 +120,7 @@ void DeviceSnapshotCopier::start(std::span<const ft::SaveChunk> chunks) {
         last_event_ = static_cast<std::ptrdiff_t>(used);
         ++used;
     }
+    if (used > 0) timed_end_.record(stream_.get());
     // Host regions while the DMA runs.
     for (const ft::SaveChunk& c : chunks)
         if (!on_device_[c.region] && c.bytes > 0)
@@ -196,6 +202,16 @@ void DeviceSnapshotCopier::save(std::span<const ft::SaveChunk> chunks,
         wait_chunk(i, cancelled);
         if (landed) landed(i);
     }
+}
+
+ft::TransferTiming DeviceSnapshotCopier::last_transfer() const {
+    if (timed_bytes_ == 0 || !ready()) return {};
+    DeviceGuard guard(device_);
+    // Only an event record follows the last chunk's event: it completes at once.
+    timed_end_.synchronize();
+    float ms = 0;
+    FLASHREC_CUDA_CHECK(cudaEventElapsedTime(&ms, timed_start_.get(), timed_end_.get()));
+    return {timed_bytes_, static_cast<double>(ms) * 1e-3};
 }
 
 void DeviceSnapshotCopier::restore(std::span<const ft::RestoreChunk> chunks) {

@@ -487,6 +487,7 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     r.snapshot_cpu_ms = per(totals.cpu_seconds * 1e3);
     r.snapshot_copy_GBps = rate(totals.copied_bytes, totals.copy_seconds);
     r.snapshot_copy_cpu_GBps = rate(totals.copied_bytes, totals.copy_cpu_seconds);
+    r.snapshot_d2h_GBps = rate(totals.d2h_bytes, totals.d2h_seconds);  // device copier only
     r.replication_GBps = rate(totals.sent_bytes, totals.replication_seconds);
     // Without the time the (nice) protection thread waited for a core during it.
     r.replication_oncpu_GBps =

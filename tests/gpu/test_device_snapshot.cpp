@@ -131,6 +131,10 @@ TEST_CASE("snapshot copier: D2H into pinned staging with events, then H2D restor
     copier.wait();
     CHECK(copier.ready());
     CHECK(copier.pageable_chunks() == 0);
+    // The D2H bytes (the device regions' only) and their time on the GPU's clock.
+    const flashrec::ft::TransferTiming d2h = copier.last_transfer();
+    CHECK(d2h.bytes == sizes[0] + sizes[1]);
+    CHECK(d2h.seconds > 0);
     for (std::size_t r = 0; r < regions.size(); ++r) {
         CAPTURE(r);
         if (!expected[r].empty()) CHECK(std::memcmp(dst[r].data(), expected[r].data(), expected[r].size()) == 0);
@@ -165,6 +169,7 @@ TEST_CASE("snapshot copier: chunks land in order, each with its own event") {
     std::vector<std::size_t> want(chunks.size());
     std::iota(want.begin(), want.end(), 0);
     CHECK(order == want);
+    CHECK(copier.last_transfer().bytes == d.size());
 
     // A pageable destination is pinned on first use, and stays pinned while the copier lives
     // (so the copier is made after the memory, and goes first).

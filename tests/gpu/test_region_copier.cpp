@@ -75,6 +75,7 @@ TEST_CASE("host copier: every chunk lands in order, exactly once, with its bytes
     std::iota(expected.begin(), expected.end(), 0);
     CHECK(order == expected);
     CHECK(staging == live);
+    CHECK(copier.last_transfer().bytes == 0);  // no DMA: the copy is the CPU's (copy_seconds)
 
     // Restore puts the staged bytes back.
     std::vector<std::span<const std::byte>> src;

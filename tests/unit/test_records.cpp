@@ -89,6 +89,7 @@ TEST_CASE("every record survives a round trip") {
     s.state_bytes = 1 << 20;
     s.snapshots = 60;
     s.replication_GBps = 1.5;
+    s.snapshot_d2h_GBps = 22.5;
     round_trip(s);
 }
 

@@ -76,6 +76,10 @@ struct SnapshotTiming {
     std::size_t sender_touched_bytes = 0;  // memory passes over the own state (copy, hash)
     std::size_t holder_touched_bytes = 0;  // memory passes over held payloads
     std::size_t hashed_in_cache_bytes = 0;
+    // A device copier's D2H of the own state on the GPU's clock (RegionCopier::last_transfer);
+    // 0 on the host path.
+    std::size_t d2h_bytes = 0;
+    double d2h_seconds = 0;
 };
 
 // A hash of bytes this thread has just written, at most this many, reads them from cache.

@@ -162,6 +162,7 @@ struct JobStats {
     double snapshot_cpu_ms = 0;
     double snapshot_copy_GBps = 0;
     double snapshot_copy_cpu_GBps = 0;
+    double snapshot_d2h_GBps = 0;  // a device copier's D2H on the GPU's clock; 0 on the host path
     double replication_GBps = 0;
     double replication_oncpu_GBps = 0;  // without the protection thread's wait for a core
     double sender_touched_per_byte = 0;  // the pipeline's passes (copy, hash)

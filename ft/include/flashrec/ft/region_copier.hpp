@@ -58,6 +58,14 @@ public:
     using Error::Error;
 };
 
+// What the last save() moved by DMA from device memory, timed on the GPU's clock from when its
+// copy stream could start (after the state was ready) to its last byte: the copy engine's
+// throughput as the pipeline got it. {0, 0} for a copier that copies on the CPU.
+struct TransferTiming {
+    std::size_t bytes = 0;
+    double seconds = 0;
+};
+
 class RegionCopier {
 public:
     virtual ~RegionCopier() = default;
@@ -86,6 +94,9 @@ public:
     // the GPU path, as void* to keep this header CUDA-free; nullptr: CUDA's default stream).
     // The next save() is ordered after that work. The host copier has nothing to wait for.
     virtual void state_ready(void* producer_stream) { (void)producer_stream; }
+
+    // After save() returned: its device-to-host transfer (TransferTiming).
+    virtual TransferTiming last_transfer() const { return {}; }
 
 protected:
     explicit RegionCopier(std::vector<LiveRegion> regions) : regions_(std::move(regions)) {}

@@ -88,6 +88,12 @@ public:
     // never ends blocks it (the runtime's recovery watchdog bounds that).
     void restore(std::span<const ft::RestoreChunk> chunks) override;
 
+    // The D2H bytes of the last start() and their time on the GPU's clock, from when the copy
+    // stream passed the wait for the state (and the copier's pinning) to the last chunk's end:
+    // two timing events around the chunks. {0, 0} while the copies run (ready() is false) or
+    // when there were none.
+    ft::TransferTiming last_transfer() const override;
+
     // D2H chunks of the last start() whose destination was pageable memory when copied: CUDA
     // copies those synchronously through a bounce buffer. Non-zero means the staging memory
     // is not pinned (pin_destinations off, or pinning failed).
@@ -109,6 +115,8 @@ private:
     Event ready_;
     bool ready_marked_ = false;
     std::vector<Event> events_;               // pool, grown on demand
+    Event timed_start_, timed_end_;            // with timing: around the last start()'s D2H
+    std::size_t timed_bytes_ = 0;
     std::vector<std::ptrdiff_t> chunk_event_;  // last start(): event per chunk, -1 for host chunks
     std::ptrdiff_t last_event_ = -1;
     std::size_t pageable_chunks_ = 0;
