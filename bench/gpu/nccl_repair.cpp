@@ -1,6 +1,8 @@
 // nccl_repair MODE [MIB] [WHEN]: one real failure of an NCCL communicator and its repair, timed.
 //   MODE shrink: the survivors revoke the communicator (ncclCommRevoke) and make theirs from it
-//                (ncclCommShrink, no new bootstrap); the parent is aborted after.
+//                once the revoke settled (ncclCommShrink, no new bootstrap); the parent is
+//                aborted after.
+//   MODE shrink-abort: no revoke; ncclCommShrink(NCCL_SHRINK_ABORT) ends what is in flight.
 //   MODE reinit: the survivors abort it (ncclCommAbort) and make a new one from the repaired MPI
 //                communicator (unique id over MPI, ncclCommInitRankConfig): what flashrec's
 //                runtime does after every repair.
@@ -88,9 +90,10 @@ int main(int argc, char** argv) {
     const std::string when = argc > 3 ? argv[3] : "during";
     int failures = 0, rank = -1;
     try {
-        if ((mode != "shrink" && mode != "reinit") || (when != "during" && when != "between"))
-            throw flashrec::Error("usage: nccl_repair shrink|reinit [MIB] [during|between]");
-        if (mode == "shrink" && !NcclComm::can_shrink())
+        if ((mode != "shrink" && mode != "shrink-abort" && mode != "reinit") || (when != "during" && when != "between"))
+            throw flashrec::Error("usage: nccl_repair shrink|shrink-abort|reinit [MIB] [during|between]");
+        const bool shrinking = mode != "reinit";
+        if (shrinking && !NcclComm::can_shrink())
             throw flashrec::Error("mode shrink: the NCCL loaded has no ncclCommRevoke/ncclCommShrink (2.28.7+)");
         flashrec::ft::Comm world = flashrec::ft::Comm::dup_world("world");
         rank = world.rank();
@@ -142,12 +145,13 @@ int main(int argc, char** argv) {
             failures += report(true, rank, "MPI reported the failure");
             if (mode == "shrink")
                 nccl.revoke();
-            else
+            else if (mode == "reinit")
                 nccl.abort();
         }
-        failures += report(!nccl.valid(), rank,
-                           nccl.revoked() ? "the communicator is revoked, kept for the shrink"
-                                          : "the communicator is aborted");
+        if (mode != "shrink-abort" || when == "during")
+            failures += report(!nccl.valid(), rank,
+                               nccl.revoked() ? "the communicator is revoked, kept for the shrink"
+                                              : "the communicator is aborted");
         // MPI's repair (what flashrec's recovery does; not part of the NCCL figures).
         world.revoke();
         flashrec::ft::Comm survivors = world.shrink("survivors");
@@ -166,7 +170,7 @@ int main(int argc, char** argv) {
         flashrec::gpu::NcclOptions after = options;
         after.before_poll = {};  // the channel holds the dead rank: it always reports now
         int fallback = 0;
-        if (mode == "shrink") {
+        if (shrinking) {
             const int excluded[] = {victim};
             try {
                 repaired = nccl.shrink(excluded, after);

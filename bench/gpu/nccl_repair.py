@@ -3,13 +3,15 @@
 the same run, alternating, at several job sizes (bench/gpu/nccl_repair.cpp does one trial).
 
   nccl_repair.py --build BUILD [--ranks 4 8] [--trials 5] [--mib 64] [--when during between]
-                 [--json OUT]
+                 [--modes shrink shrink-abort reinit] [--json OUT]
 
 Every trial is its own MPI job: N ranks build an NCCL communicator, the last one is SIGKILLed
 (--when during: in an all-reduce, which NCCL sees fail; between: between collectives, which
 only MPI sees), the survivors repair MPI (not timed) and then NCCL the trial's way (timed:
-repair_ms; for a shrink, the revoke's settling is also shown apart: quiesce_ms), and check an all-reduce over the survivors. A shrink NCCL refuses falls back to
-abort + re-init: the column "fallbacks" counts them. Prints the medians per (ranks, mode)
+repair_ms; after a revoke, its settling is also shown apart: quiesce_ms), and check an
+all-reduce over the survivors. Modes: shrink (revoke, then ncclCommShrink), shrink-abort (no
+revoke: ncclCommShrink with NCCL_SHRINK_ABORT), reinit (abort + a new communicator). A shrink
+NCCL refuses falls back to abort + re-init: the column "fallbacks" counts them. Prints the medians per (ranks, mode)
 and the ratio reinit/shrink per job size. On one GPU the ranks share it (FLASHREC_GPU_SHARED=1,
 NCCL over loopback sockets): the figures are then those of NCCL's network path on one host.
 """
@@ -45,6 +47,8 @@ def main():
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--mib", type=int, default=64)
     ap.add_argument("--when", nargs="+", choices=["during", "between"], default=["during", "between"])
+    ap.add_argument("--modes", nargs="+", choices=["shrink", "shrink-abort", "reinit"],
+                    default=["shrink", "shrink-abort", "reinit"])
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -55,7 +59,7 @@ def main():
     for ranks in args.ranks:
         for when in args.when:
             for t in range(args.trials):
-                for mode in (("shrink", "reinit") if t % 2 == 0 else ("reinit", "shrink")):
+                for mode in (args.modes if t % 2 == 0 else args.modes[::-1]):
                     r = trial(args.build, ranks, mode, args.mib, when, args.timeout)
                     print(f"ranks {ranks} {when} trial {t} {mode}: {r}", flush=True)
                     if r:
@@ -76,10 +80,11 @@ def main():
     for ranks in args.ranks:
         for when in args.when:
             by = {r["mode"]: r for r in rows if r["ranks"] == ranks and r["when"] == when}
-            if "shrink" in by and "reinit" in by:
-                print(f"ranks {ranks}, killed {when} a collective: repair reinit / shrink = "
-                      f"{by['reinit']['repair_ms'] / by['shrink']['repair_ms']:.2f} "
-                      f"({by['shrink']['fallbacks']} of {by['shrink']['trials']} shrinks fell back to re-init)")
+            for shrink in ("shrink", "shrink-abort"):
+                if shrink in by and "reinit" in by:
+                    print(f"ranks {ranks}, killed {when} a collective: repair reinit / {shrink} = "
+                          f"{by['reinit']['repair_ms'] / by[shrink]['repair_ms']:.2f} "
+                          f"({by[shrink]['fallbacks']} of {by[shrink]['trials']} fell back to re-init)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"mib": args.mib, "env": env, "rows": rows}, f, indent=1)

@@ -355,11 +355,14 @@ void NcclComm::release_after_failure() noexcept {
 }
 
 NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
-    if (!revoked())
+    if (comm_ == nullptr)
         throw NcclError(ncclInvalidUsage, NcclError::Cause::call_failed, "ncclCommShrink", short_file(__FILE__),
                         __LINE__, ft::world_rank(),
-                        "communicator '" + name_ + "' is " + (comm_ == nullptr ? "aborted" : "live") +
-                            ", not revoked: create a new one instead");
+                        "communicator '" + name_ + "' was aborted: create a new one instead");
+    if (!can_shrink())
+        throw NcclError(ncclInvalidUsage, NcclError::Cause::call_failed, "ncclCommShrink", short_file(__FILE__),
+                        __LINE__, ft::world_rank(), "the NCCL loaded has no ncclCommRevoke/ncclCommShrink");
+    const bool was_revoked = revoked_;
     for (int r : excluded)
         if (r < 0 || r >= size_)
             throw Error("NcclComm::shrink of '" + name_ + "': rank " + std::to_string(r) + " of " +
@@ -384,7 +387,7 @@ NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
         throw NcclError(status, cause_of(verdict), what, short_file(__FILE__), __LINE__, ft::world_rank(),
                         "communicator '" + name_ + "' (revoked parent of the shrink)");
     };
-    settle("ncclCommRevoke");
+    if (was_revoked) settle("ncclCommRevoke");
     NcclComm c;
     c.name_ = name_;
     c.options_ = std::move(options);
@@ -396,10 +399,10 @@ NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
     config.commName = c.nccl_name_->c_str();
     std::vector<int> ranks(excluded.begin(), excluded.end());
     ncclComm_t handle = nullptr;
-    // Default flag: the parent is revoked and quiescent (NCCL_SHRINK_ABORT is for a parent
-    // that was not revoked first).
+    // A revoked parent has settled: the default flag. A live one: NCCL ends what it has in
+    // flight first (NCCL_SHRINK_ABORT).
     const ncclResult_t rc = repair_calls().shrink(comm_, ranks.data(), static_cast<int>(ranks.size()), &handle,
-                                                  &config, NCCL_SHRINK_DEFAULT);
+                                                  &config, was_revoked ? NCCL_SHRINK_DEFAULT : NCCL_SHRINK_ABORT);
     if (rc != ncclSuccess && rc != ncclInProgress) {
         const char* last = ncclGetLastError(comm_);
         abort();

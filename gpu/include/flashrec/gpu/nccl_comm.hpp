@@ -127,12 +127,14 @@ public:
     // shrink(); it takes no more collectives. Without can_shrink(): abort(). Never throws.
     void revoke() noexcept;
     bool revoked() const { return comm_ != nullptr && revoked_; }
-    // After revoke(), collective over the ranks not in `excluded` (ranks of this communicator,
-    // e.g. the dead): their communicator, ranks renumbered in the same order, made from this one
-    // by ncclCommShrink (no new unique id, no bootstrap over MPI), with `options` (its abort
-    // flag must be false again). This one is aborted after it, as NCCL requires of a shrink's
-    // parent after a failure. Throws NcclError (this communicator is then aborted: fall back to
-    // create() from the repaired MPI communicator).
+    // Collective over the ranks not in `excluded` (ranks of this communicator, e.g. the dead):
+    // their communicator, ranks renumbered in the same order, made from this one by
+    // ncclCommShrink (no new unique id, no bootstrap over MPI), with `options` (abort flag false
+    // again). From a revoked communicator, once its revoke has settled (NCCL_SHRINK_DEFAULT);
+    // from a live one that NCCL has not failed, NCCL ends what is in flight first
+    // (NCCL_SHRINK_ABORT). This one is aborted after, as NCCL requires of a shrink's parent after
+    // a failure. Throws NcclError (this communicator is then aborted: fall back to create() from
+    // the repaired MPI communicator), also for an aborted one or an NCCL without shrink.
     NcclComm shrink(std::span<const int> excluded, NcclOptions options);
     // Collective clean shutdown (ncclCommFinalize, polled, then ncclCommDestroy). On failure
     // aborts and throws NcclError.
