@@ -78,6 +78,12 @@ int main(int argc, char** argv) {
         return 77;
     }
     try {
+        // The device (local rank modulo devices) and its CUDA context, also before the Runtime:
+        // a hot spare then makes its context while parked, not after a failure, when the
+        // survivors' first collective (the NCCL rebuild) would wait for it.
+        const int device = gpu::device_for_local_rank(gpu::local_rank_from_env());
+        FLASHREC_CUDA_CHECK(cudaSetDevice(device));
+        FLASHREC_CUDA_CHECK(cudaFree(nullptr));  // creates the context now
         flashrec::Runtime rt(argc, argv);
         const Shape shape{static_cast<std::size_t>(rt.param_int("model.input", 32)),
                           static_cast<std::size_t>(rt.param_int("model.hidden", 64)),
@@ -94,9 +100,7 @@ int main(int argc, char** argv) {
         const std::size_t device_ms = non_negative("device_ms");
         const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 
-        // The device of this process (local rank modulo devices), and its compute stream.
-        const int device = gpu::device_for_local_rank(gpu::local_rank_from_env());
-        FLASHREC_CUDA_CHECK(cudaSetDevice(device));
+        // The compute stream, named to the runtime (snapshots are ordered after its work).
         gpu::Stream stream = gpu::Stream::create();
         const cudaStream_t s = stream.get();
         rt.set_compute_stream(s);
