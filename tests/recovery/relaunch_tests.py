@@ -8,9 +8,10 @@ Cases (issue 15):
                   SIGKILLed; the relaunch (FLASHREC_RELAUNCH=1, dp2 back on its first node, where
                   only the dead original's stale segments are) must resume from the newest
                   version complete for every role, with the failure-free checksum
-  corrupt-newest  the whole job is SIGKILLed, one byte of dp1's newest own snapshot is flipped;
-                  the relaunch must reject that copy, say so, and resume from the older slot or a
-                  replica with the failure-free checksum
+  corrupt-newest  the whole job is SIGKILLed, one byte of the copy of dp1 the relaunch would read
+                  is flipped (its own snapshot, or a peer's when only that holds the version);
+                  the relaunch must reject that copy, say so, and resume from the older slot or
+                  another copy with the failure-free checksum
 
 The killed job runs in its own session with a unique FLASHREC_TEST_TAG, and everything carrying
 the tag is SIGKILLed (as tools/fr-run does). Prints PASS or FAIL lines.
@@ -95,22 +96,32 @@ def snapshots(a, job):
     return p.stdout
 
 
-def flip_newest_own(a, job, key):
-    """Flips one byte in the middle of store `key`'s slot that holds the version the relaunch
-    needs: the newest version every role's own store has. That is the store's newest committed
-    slot, unless this role committed one step more than the slowest role before the kill; then it
-    is the other slot (ping-pong keeps the two newest), and the newest is never read."""
+def flip_needed_copy(a, job, role):
+    """Flips one byte in the middle of the slot that holds the copy of `role` the relaunch will
+    read: the version it needs is the newest version every role has a copy of, its own or a
+    peer's ("node<n>.<owner>@<holder>": a holder may have committed a version its owner died
+    writing). The role's own store is read first when it has that version: its newest slot, or
+    the other one when the role committed one step more (ping-pong keeps the two newest). When
+    only a peer's copy has it, that copy's slot is flipped instead. Returns the flipped version."""
     listing = snapshots(a, job)
-    m = re.search(rf"^ok\s+{re.escape(key)}\s+version (\d+) \(epoch \d+, slot (\d)\)", listing, re.M)
-    if not check(m is not None, f"no verified store {key} after the kill:\n{listing}"):
+    stores = {}  # key -> (owner role, newest version, slot)
+    for key, owner, version, slot in re.findall(
+            r"^ok\s+(node\d+\.(dp\d+\.tp\d+\.pp\d+)(?:@\S+)?)\s+version (\d+) \(epoch \d+, slot (\d)\)", listing, re.M):
+        stores[key] = (owner, int(version), int(slot))
+    newest = {}
+    for owner, version, _ in stores.values():
+        newest[owner] = max(newest.get(owner, 0), version)
+    if not check(role in newest, f"no verified copy of {role} after the kill:\n{listing}"):
         return None
-    own = [int(v) for v in re.findall(r"^ok\s+node\d+\.dp\d+\.tp\d+\.pp\d+\s+version (\d+)", listing, re.M)]
-    version, slot = int(m.group(1)), m.group(2)
-    needed = min(own)
-    if not check(version - needed in (0, 1), f"{key} holds {version}, the slowest role {needed}:\n{listing}"):
+    needed = min(newest.values())
+    mine = sorted((("@" in key), key) for key, (owner, version, _) in stores.items()
+                  if owner == role and version - needed in (0, 1))  # own store first
+    if not check(bool(mine), f"no copy of {role} holds version {needed}, which the relaunch needs:\n{listing}"):
         return None
+    key = mine[0][1]
+    _, version, slot = stores[key]
     if version != needed:
-        version, slot = needed, str(1 - int(slot))
+        version, slot = needed, 1 - slot
     path = f"/dev/shm/flashrec.{job}.{key}.{slot}"
     with open(path, "r+b") as f:
         size = f.seek(0, 2)
@@ -161,7 +172,7 @@ def main():
         relaunch(a, ref)
     else:
         run_and_kill_at(a, [], 700)
-        if flip_newest_own(a, job, "node0.dp1.tp0.pp0") is not None:
+        if flip_needed_copy(a, job, "dp1.tp0.pp0") is not None:
             text = relaunch(a, ref)
             check("failed verification" in text, "the relaunch did not say that it rejected the corrupt copy")
     left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
