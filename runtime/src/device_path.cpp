@@ -69,6 +69,16 @@ void guarded_on_device(bool abandoned, const std::function<void(const std::excep
     }
 }
 
+// A step's collective on the device memory at `data`: the DP group's NCCL made for this epoch
+// first (prepare() is a no-op when it is), all of it guarded like the MPI collectives.
+template <class F>
+void run_on_device(gpu::DeviceDpCollectives& dp, const DevicePath::Step& step, const void* data, F&& collective) {
+    guarded_on_device(step.abandoned, step.on_failure, [&] {
+        dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(data), step.deadline);
+        collective();
+    });
+}
+
 }  // namespace
 #endif
 
@@ -158,8 +168,7 @@ bool DevicePath::reduce_scatter(const Step& step, std::span<const float> grads, 
 #if FLASHREC_WITH_CUDA
     if (!shard.empty() && !is_device_pointer(shard.data()))
         throw Error("reduce_scatter: the gradients are in device memory, the shard is not");
-    guarded_on_device(step.abandoned, step.on_failure, [&] {
-        side_->dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(probe), step.deadline);
+    run_on_device(side_->dp, step, probe, [&] {
         side_->dp.reduce_scatter(grads.data(), grads.size(), shard.data(), as_stream(stream_));
     });
 #else
@@ -171,11 +180,8 @@ bool DevicePath::reduce_scatter(const Step& step, std::span<const float> grads, 
 bool DevicePath::allgather(const Step& step, std::span<float> full) {
     if (!is_device_pointer(full.data())) return false;
 #if FLASHREC_WITH_CUDA
-    guarded_on_device(step.abandoned, step.on_failure, [&] {
-        side_->dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(full.data()),
-                          step.deadline);
-        side_->dp.allgather(full.data(), full.size(), as_stream(stream_));
-    });
+    run_on_device(side_->dp, step, full.data(),
+                  [&] { side_->dp.allgather(full.data(), full.size(), as_stream(stream_)); });
 #else
     (void)step;
 #endif
@@ -185,11 +191,8 @@ bool DevicePath::allgather(const Step& step, std::span<float> full) {
 bool DevicePath::allreduce(const Step& step, std::span<float> data) {
     if (!is_device_pointer(data.data())) return false;
 #if FLASHREC_WITH_CUDA
-    guarded_on_device(step.abandoned, step.on_failure, [&] {
-        side_->dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(data.data()),
-                          step.deadline);
-        side_->dp.allreduce(data.data(), data.size(), as_stream(stream_));
-    });
+    run_on_device(side_->dp, step, data.data(),
+                  [&] { side_->dp.allreduce(data.data(), data.size(), as_stream(stream_)); });
 #else
     (void)step;
 #endif
