@@ -111,6 +111,9 @@ def derive(r, payload, cores):
 
 def print_table(rows):
     print()
+    btls = sorted({r.get("btl", "tcp,self") for r in rows})
+    print(f"MPI transport (Open MPI btl): {' / '.join(btls)}"
+          + ("" if btls == ["tcp,self"] else "  <- not flashrec's supported transport: a labelled comparison"))
     print("| ranks | sharded MiB | step | off (ms) | on (ms) | ratio | issue's bound | ratio/bound "
           "| transport bound | ratio/transport bound | exposed wait (ms) | prot. CPU ms/step "
           "| passes/byte sender (incl. send) | passes/byte holder "
@@ -145,6 +148,10 @@ def main():
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--btl", help="Open MPI BTLs for the jobs and the bandwidth reference (FLASHREC_BTL, "
+                    "read by tools/fr-mpirun); default: fr-mpirun's (tcp,self). 'tcp,sm,self' measures "
+                    "the pipeline over shared memory: a labelled comparison, not the supported transport "
+                    "(docs/limitations.md)")
     ap.add_argument("--json")
     ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json again "
                     "(bounds and shares recomputed) and run nothing")
@@ -162,6 +169,9 @@ def main():
         return
     if not a.build:
         ap.error("--build is required")
+    if a.btl:
+        os.environ["FLASHREC_BTL"] = a.btl
+    btl = os.environ.get("FLASHREC_BTL", "tcp,self")
     extra = ""
     if a.chunk_bytes:
         extra += f", chunk_bytes: {a.chunk_bytes}"
@@ -189,7 +199,7 @@ def main():
                     state = last["state_bytes"]
                     payload = last["snapshot_sent_bytes"]  # per snapshot, to all successors
                     r = {
-                        "ranks": ranks, "sharded_state_mib": mib, "device_ms": device_ms,
+                        "ranks": ranks, "sharded_state_mib": mib, "device_ms": device_ms, "btl": btl,
                         "step": "cpu" if device_ms == 0 else f"device {device_ms} ms",
                         "state_bytes_per_rank": state, "shm_bytes_per_rank": last["shm_bytes"],
                         "step_ms_off": off, "step_ms_on": on, "ratio": on / off,
