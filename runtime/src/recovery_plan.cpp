@@ -82,8 +82,9 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
             plan.node_of_role[static_cast<size_t>(plan.role_of_process[p])] = node_id[reports[p].node];
 
     // Whether role r's live process restores version v from its own snapshot. In-job, a live
-    // role always does (its snapshots are current); one with no snapshot at all (a warm relaunch
-    // put it on a new node) is restored in place. A warm relaunch also restores in place a role
+    // role with any snapshot does (its snapshots are current); one with none lacks every version
+    // (below). In a warm relaunch, one with no snapshot at all (the relaunch put it on a new
+    // node) is restored in place. A warm relaunch also restores in place a role
     // whose own snapshots lack v: what this node holds under its name may be the stale segments
     // of a process that died before the role moved elsewhere (issue 15, case 3).
     auto keeps_own = [&](int r, std::int64_t v) {
@@ -149,6 +150,14 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
                     lacking = r;
                     missing = "its own snapshot";
                 }
+            } else if (mode == Mode::in_job && process_of[static_cast<size_t>(r)] >= 0) {
+                // In-job a live process restores only from its own snapshots (send_restore). It
+                // has none when a failure cut short the protection of the first version before
+                // its own copy committed, though a ring holder's copy of it may have: then no
+                // version is complete, and if nobody changed state yet the plan is the initial one.
+                lacking = r;
+                missing = "its live process has no committed snapshot of its own, and in-job a live "
+                          "process restores only from its own";
             } else if ((holders_with(r, v).empty() && local_holders_with(r, v).empty()) ||
                        (has_replicated && dp_peers_with(r, v).empty())) {
                 lacking = r;

@@ -119,7 +119,7 @@ TEST_CASE("warm relaunch: a process holding a role but none of its state is rest
     fresh0.node = fresh1.node = "node2";
     const std::vector<Report> reports{fresh0, fresh1, survivor(2, 7, 6, 0, 7, 6, -1),
                                       survivor(3, 7, 6, 1, 7, 6, -1)};
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = make_plan(shape, reports, Mode::relaunch);
     CHECK(plan.version == 7);
     REQUIRE(plan.replacements.size() == 2);
     CHECK(plan.replacements[0].process == 0);
@@ -127,6 +127,8 @@ TEST_CASE("warm relaunch: a process holding a role but none of its state is rest
     CHECK(plan.replacements[0].replicated_from == 2);
     CHECK(plan.replacements[1].payload_from == 3);
     CHECK(plan.dead_roles.empty());
+    // In-job a live process is never restored in place (it restores from its own snapshots).
+    CHECK(make_plan(shape, reports).version == -1);
 }
 
 TEST_CASE("a failure before the first version was committed anywhere: everyone starts again from the initial state") {
@@ -143,6 +145,27 @@ TEST_CASE("a failure before the first version was committed anywhere: everyone s
     s3.pristine = false;
     CHECK_FALSE(make_plan(shape, {s1, s3, spare(7), spare(8)}).initial);
     CHECK(make_plan(shape, {s1, s3, spare(7), spare(8)}).version == -1);
+}
+
+TEST_CASE("version 0 committed at a ring holder but not in its live owner's own store: the initial state, not an in-place restore") {
+    // Seen under load (ft.recovery_step0): role 1 died in the replication of version 0; role 0's
+    // own copy was not committed (its receive was cut short), role 2's copy of it was. In-job a
+    // live process cannot be restored in place, so version 0 is not complete for role 0.
+    Report s0 = survivor(0, -1, -1, 2, -1, -1, 0), s2 = survivor(2, 0, -1, 0, 0, -1, 0),
+           s3 = survivor(3, 0, -1, 1, 0, -1, 0);
+    s0.pristine = s2.pristine = s3.pristine = true;
+    const Plan plan = make_plan(shape, {s0, s2, s3, spare(7)});
+    CHECK(plan.initial);
+    CHECK(plan.version == 0);
+    REQUIRE(plan.replacements.size() == 1);
+    CHECK(plan.replacements[0].role == 1);
+    CHECK(plan.replacements[0].process == 3);
+    // Had an optimizer run, the state would be lost (and the plan would say why), never
+    // restored into a live process from a holder.
+    s2.pristine = false;
+    const Plan lost = make_plan(shape, {s0, s2, s3, spare(7)});
+    CHECK(lost.version == -1);
+    CHECK(lost.problem.find("no committed snapshot of its own") != std::string::npos);
 }
 
 TEST_CASE("pristine survives serialization") {
