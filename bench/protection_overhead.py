@@ -48,6 +48,9 @@ TOOLS = os.path.join(HERE, "..", "tools")
 sys.path.insert(0, TOOLS)
 import frlib  # noqa: E402
 
+# tools/fr-mpirun's BTLs when FLASHREC_BTL is unset: flashrec's supported transport.
+SUPPORTED_BTL = "tcp,self"
+
 
 def config_text(ranks, state_mib, steps, protected, device_ms, extra_protection=""):
     nodes = max(1, ranks // 2)
@@ -111,9 +114,9 @@ def derive(r, payload, cores):
 
 def print_table(rows):
     print()
-    btls = sorted({r.get("btl", "tcp,self") for r in rows})
+    btls = sorted({r.get("btl", SUPPORTED_BTL) for r in rows})
     print(f"MPI transport (Open MPI btl): {' / '.join(btls)}"
-          + ("" if btls == ["tcp,self"] else "  <- not flashrec's supported transport: a labelled comparison"))
+          + ("" if btls == [SUPPORTED_BTL] else "  <- not flashrec's supported transport: a labelled comparison"))
     print("| ranks | sharded MiB | step | off (ms) | on (ms) | ratio | issue's bound | ratio/bound "
           "| transport bound | ratio/transport bound | exposed wait (ms) | prot. CPU ms/step "
           "| passes/byte sender (incl. send) | passes/byte holder "
@@ -171,7 +174,7 @@ def main():
         ap.error("--build is required")
     if a.btl:
         os.environ["FLASHREC_BTL"] = a.btl
-    btl = os.environ.get("FLASHREC_BTL", "tcp,self")
+    btl = os.environ.get("FLASHREC_BTL", SUPPORTED_BTL)
     extra = ""
     if a.chunk_bytes:
         extra += f", chunk_bytes: {a.chunk_bytes}"
