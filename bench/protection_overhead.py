@@ -31,7 +31,13 @@ hits both alike. Every row prints
     compute fills both cores): the issue's (one copy of the state at memcpy speed + one send of
     the payload at p2p speed) and the transport's (the copy at the both-ranks memcpy speed +
     the payload at the both-ways exchange speed, times the ranks that share a core), with the
-    measured ratio over each.
+    measured ratio over each;
+  - over TCP (the supported transport) the kernel's own cost of loopback TCP, measured by
+    bench_bandwidth with plain sockets and no MPI: CPU seconds of both ends per GB moved. From
+    it, for the CPU-bound step, the kernel floor: the issue's copy term plus that cost for the
+    payload each core's ranks send and receive (no software above the kernel can go below it),
+    and its ratio to the issue's bound; and for every row the replication ceiling: with every
+    rank moving its payload at once, `cores / (ranks x cost)` GB/s per rank, against p2p.
 Role 0's figures (job_stats); on this VM every rank runs the same work.
 """
 import argparse
@@ -50,6 +56,11 @@ import frlib  # noqa: E402
 
 # tools/fr-mpirun's BTLs when FLASHREC_BTL is unset: flashrec's supported transport.
 SUPPORTED_BTL = "tcp,self"
+# The issue's CPU-bound target: measured ratio <= this x its lower bound.
+TARGET_OVER_BOUND = 1.15
+# What each row records of bench_bandwidth's line.
+BANDWIDTH_FIGURES = ("memcpy_GBps", "mpi_p2p_GBps", "memcpy_both_GBps", "mpi_exchange_GBps",
+                     "tcp_GBps", "tcp_cpu_s_per_GB")
 
 
 def config_text(ranks, state_mib, steps, protected, device_ms, extra_protection=""):
@@ -73,12 +84,12 @@ def run_job(build, ranks, path, timeout):
 
 
 def bandwidth(build, nbytes):
+    """bench_bandwidth's figures (bench/bandwidth.cpp) as {name: value}; NaN for one it lacks."""
     out = subprocess.run([os.path.join(TOOLS, "fr-mpirun"), "-n", "2",
                           os.path.join(build, "bench", "bench_bandwidth"), str(nbytes)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
-    m = re.search(r"memcpy_GBps=([0-9.]+) mpi_p2p_GBps=([0-9.]+) memcpy_both_GBps=([0-9.]+) "
-                  r"mpi_exchange_GBps=([0-9.]+)", out)
-    return tuple(float(g) for g in m.groups()) if m else (float("nan"),) * 4
+    found = dict(re.findall(r"(\w+)=([0-9.]+)", next((l for l in out.splitlines() if l.startswith("bandwidth ")), "")))
+    return {k: float(found.get(k, "nan")) for k in BANDWIDTH_FIGURES}
 
 
 def med(runs, key):
@@ -89,15 +100,32 @@ def derive(r, payload, cores):
     """The bounds and shares of a row (also recomputed by --from-json)."""
     state, off, cpu = r["state_bytes_per_rank"], r["step_ms_off"], r["device_ms"] == 0
     r["payload_bytes_per_rank"], r["cores"] = payload, cores
-    # The issue's lower bound: one copy of the state at memcpy speed + one send of the payload
-    # at p2p speed, in series with the step.
-    floor_ms = state / (r["memcpy_GBps"] * 1e9) * 1e3 + payload / (r["mpi_p2p_GBps"] * 1e9) * 1e3
-    # The transport's bound: the copy while both ranks copy, the payload at the both-ways speed
-    # (each core sends and receives a payload), times the ranks that share a core (their steps
-    # are already time-shared in `off`; each of their snapshots adds to that core's work).
+    # Ranks that share a core: their steps are already time-shared in `off`, and each of
+    # their snapshots adds to that core's work, so every bound counts all of them.
     per_core = max(1.0, r["ranks"] / cores)
+    # The issue's lower bound: one copy of the state at memcpy speed + one send of the payload
+    # at p2p speed, in series with the step, for each rank on the core.
+    floor_ms = per_core * (state / (r["memcpy_GBps"] * 1e9) * 1e3 + payload / (r["mpi_p2p_GBps"] * 1e9) * 1e3)
+    # The transport's bound: the copy while both ranks copy, the payload at the both-ways speed
+    # (each core sends and receives a payload).
     transport_floor_ms = per_core * (state / (r["memcpy_both_GBps"] * 1e9) * 1e3 +
                                      payload / (r["mpi_exchange_GBps"] * 1e9) * 1e3)
+    # The kernel's estimate over TCP loopback: the issue's copy term, and for the payload what
+    # the kernel alone spent to move it in bench_bandwidth (both ends, plain sockets, no MPI):
+    # every rank sends a payload and receives one, so each core carries its ranks' transfers
+    # whole. From it, the CPU per GB the transport may spend for the target (measured ratio
+    # <= 1.15 x the issue's bound) to be reachable at all; and the replication ceiling: every
+    # rank moving its payload at once on `cores` cores, `cores / (ranks x cost)` GB/s each.
+    tcp_cost = r.get("tcp_cpu_s_per_GB", float("nan"))
+    copy_ms = per_core * state / (r["memcpy_GBps"] * 1e9) * 1e3
+    kernel_floor_ms = copy_ms + per_core * payload / 1e9 * tcp_cost * 1e3
+    r["kernel_ratio_floor"] = (off + kernel_floor_ms) / off if cpu else None
+    r["kernel_floor_over_bound"] = r["kernel_ratio_floor"] / ((off + floor_ms) / off) if cpu else None
+    target_ms = (TARGET_OVER_BOUND * (off + floor_ms) / off - 1) * off
+    r["transport_budget_s_per_GB"] = ((target_ms - copy_ms) / 1e3 / (per_core * payload / 1e9)
+                                      if cpu and payload else None)
+    r["replication_ceiling_GBps"] = cores / (r["ranks"] * tcp_cost) if tcp_cost > 0 else float("nan")
+    r["replication_ceiling_share_of_p2p"] = r["replication_ceiling_GBps"] / r["mpi_p2p_GBps"]
     r["snapshot_floor_ms"] = floor_ms
     r["transport_floor_ms"] = transport_floor_ms
     r["cpu_ratio_bound"] = (off + floor_ms) / off if cpu else None
@@ -122,8 +150,9 @@ def print_table(rows):
           "| passes/byte sender (incl. send) | passes/byte holder "
           "| snapshot GB/s on CPU clock (% memcpy alone / both) "
           "| replication GB/s wall | replication GB/s on CPU (% p2p / % exchange) "
-          "| memcpy alone / both GB/s | MPI p2p / exchange GB/s |")
-    print("|" + "---|" * 19)
+          "| memcpy alone / both GB/s | MPI p2p / exchange GB/s "
+          "| kernel TCP CPU s/GB (target's budget) | kernel estimate (/issue's bound) | replication ceiling GB/s (% p2p) |")
+    print("|" + "---|" * 22)
     for r in rows:
         cpu = r["device_ms"] == 0
         bound = (f"{r['cpu_ratio_bound']:.3f} | {r['ratio_over_bound']:.3f} | {r['transport_ratio_bound']:.3f} | "
@@ -136,7 +165,19 @@ def print_table(rows):
               f"{100 * r['snapshot_cpu_share_of_memcpy_both']:.0f} %) | {r['replication_GBps']:.2f} | "
               f"{r['replication_oncpu_GBps']:.2f} ({100 * r['replication_oncpu_share_of_p2p']:.0f} / "
               f"{100 * r['replication_oncpu_share_of_exchange']:.0f} %) | "
-              f"{r['memcpy_GBps']:.2f} / {r['memcpy_both_GBps']:.2f} | {r['mpi_p2p_GBps']:.2f} / {r['mpi_exchange_GBps']:.2f} |")
+              f"{r['memcpy_GBps']:.2f} / {r['memcpy_both_GBps']:.2f} | {r['mpi_p2p_GBps']:.2f} / {r['mpi_exchange_GBps']:.2f} | "
+              f"{kernel_columns(r)} |")
+
+
+def kernel_columns(r):
+    """The kernel-TCP columns; blank for rows over another transport or without the figure."""
+    if r.get("btl", SUPPORTED_BTL) != SUPPORTED_BTL or not r.get("tcp_cpu_s_per_GB", 0) > 0:
+        return "- | - | -"
+    cpu = r["kernel_ratio_floor"] is not None
+    budget = f" ({r['transport_budget_s_per_GB']:.3f})" if cpu else ""
+    floor = f"{r['kernel_ratio_floor']:.3f} ({r['kernel_floor_over_bound']:.3f})" if cpu else "-"
+    return (f"{r['tcp_cpu_s_per_GB']:.3f}{budget} | {floor} | {r['replication_ceiling_GBps']:.2f} "
+            f"({100 * r['replication_ceiling_share_of_p2p']:.0f} %)")
 
 
 def main():
@@ -184,7 +225,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in a.ranks:
             for mib in a.state_mib:
-                copy_gbps, p2p_gbps, copy_both_gbps, exchange_gbps = bandwidth(a.build, mib << 20)
+                refs = bandwidth(a.build, mib << 20)
                 for device_ms in a.device_ms:
                     paths = {}
                     for protected in (False, True):
@@ -217,23 +258,24 @@ def main():
                         "snapshot_cpu_GBps": med(on_runs, "snapshot_copy_cpu_GBps"),
                         "replication_GBps": med(on_runs, "replication_GBps"),
                         "replication_oncpu_GBps": med(on_runs, "replication_oncpu_GBps"),
-                        "memcpy_GBps": copy_gbps, "mpi_p2p_GBps": p2p_gbps,
-                        "memcpy_both_GBps": copy_both_gbps, "mpi_exchange_GBps": exchange_gbps}
+                        **refs}
                     derive(r, payload, os.cpu_count() or 1)
                     cpu = device_ms == 0
                     floor_ms = r["snapshot_floor_ms"]
                     rows.append(r)
                     bound = (f", bound {r['cpu_ratio_bound']:.3f} (measured/bound {r['ratio_over_bound']:.3f}), "
                              f"transport bound {r['transport_ratio_bound']:.3f} "
-                             f"(measured/bound {r['ratio_over_transport_bound']:.3f})"
+                             f"(measured/bound {r['ratio_over_transport_bound']:.3f}), "
+                             f"kernel estimate {r['kernel_ratio_floor']:.3f}"
                              if cpu else f", step/floor {off / floor_ms:.1f}x")
                     print(f"ranks {ranks:2d} state {mib:4d} MiB {r['step']}: step {off:8.2f} ms off, {on:8.2f} ms on, "
                           f"ratio {r['ratio']:.3f}{bound}, exposed wait {r['exposed_wait_ms']:.2f} ms, "
                           f"protection CPU {r['protection_cpu_ms']:.1f} ms/step, touched {r['sender_touched_per_byte']:.2f}"
                           f"/{r['holder_touched_per_byte']:.2f} per byte, snapshot {r['snapshot_GBps']:.2f} GB/s, "
                           f"replication {r['replication_GBps']:.2f} GB/s wall, {r['replication_oncpu_GBps']:.2f} on CPU "
-                          f"(memcpy {copy_gbps:.2f} / both {copy_both_gbps:.2f}, MPI p2p {p2p_gbps:.2f} / "
-                          f"exchange {exchange_gbps:.2f})",
+                          f"(memcpy {refs['memcpy_GBps']:.2f} / both {refs['memcpy_both_GBps']:.2f}, "
+                          f"MPI p2p {refs['mpi_p2p_GBps']:.2f} / exchange {refs['mpi_exchange_GBps']:.2f}, "
+                          f"kernel TCP {refs['tcp_cpu_s_per_GB']:.3f} CPU s/GB)",
                           flush=True)
     print_table(rows)
     if a.json:

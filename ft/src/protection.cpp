@@ -210,7 +210,9 @@ void Protection::start_snapshot(std::int64_t step, std::int64_t epoch, SnapshotS
 double Protection::wait() {
     const auto start = Clock::now();
     std::unique_lock lock(mutex_);
+    step_waiting_ = true;
     cv_.wait(lock, [&] { return !pending_ || failure_; });
+    step_waiting_ = false;
     if (failure_) std::rethrow_exception(failure_);
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -395,14 +397,17 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
     };
 
     // The rest of the transfers: test, hash what arrived, sleep a little longer each time
-    // nothing did (Backoff): this thread never spins a core the step could use.
+    // nothing did (Backoff): this thread never spins a core the step could use. Once the step
+    // waits for this snapshot, it polls without sleeping: the transfer needs both ends'
+    // progress, and a sleeping end stalls it while the core it would free idles.
     const auto drain = [&] {
         if (setup_.during_replication) setup_.during_replication(step);
         Backoff backoff;
         while (!transfers.done()) {
             const auto done = transfers.test_some("replication", &aborted_);
             if (done.empty()) {
-                backoff.sleep();
+                if (step_waiting_) std::this_thread::yield();  // other ranks' threads may share the core
+                else backoff.sleep();
                 continue;
             }
             backoff.reset();

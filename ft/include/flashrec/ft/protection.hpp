@@ -198,6 +198,9 @@ private:
     SnapshotScope next_scope_;
     std::exception_ptr failure_;
     std::atomic<bool> aborted_{false};  // no commit may follow an abort
+    // The step's thread is blocked in wait(): its core has nothing else to run, so the worker
+    // polls MPI without sleeping until the snapshot is done (sleeping then only adds latency).
+    std::atomic<bool> step_waiting_{false};
     SnapshotTiming last_;               // written by the worker before it signals completion
     SnapshotTiming total_;
     std::size_t count_ = 0;
