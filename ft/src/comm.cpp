@@ -154,6 +154,17 @@ int Comm::agree(int flag, std::chrono::steady_clock::time_point deadline) const 
     }
 }
 
+void Comm::wait(MPI_Request& request, const char* operation) const {
+    constexpr int kPolls = 200;  // a few hundred microseconds of MPI progress
+    Backoff backoff(std::chrono::microseconds(10), std::chrono::microseconds(200));
+    for (int polls = 0;; ++polls) {
+        int done = 0;
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), operation, *this);
+        if (done) return;
+        if (polls >= kPolls) backoff.sleep();
+    }
+}
+
 std::vector<int> Comm::failed_ranks() const {
     MPI_Group failed = MPI_GROUP_NULL, mine = MPI_GROUP_NULL;
     check(MPIX_Comm_get_failed(handle_, &failed), "MPIX_Comm_get_failed", *this);

@@ -398,16 +398,14 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
 
     // The rest of the transfers: test, hash what arrived, sleep a little longer each time
     // nothing did (Backoff): this thread never spins a core the step could use. Once the step
-    // waits for this snapshot, it polls without sleeping: the transfer needs both ends'
-    // progress, and a sleeping end stalls it while the core it would free idles.
+    // waits for this snapshot it polls without sleeping (setup.poll_while_step_waits).
     const auto drain = [&] {
         if (setup_.during_replication) setup_.during_replication(step);
         Backoff backoff;
         while (!transfers.done()) {
             const auto done = transfers.test_some("replication", &aborted_);
             if (done.empty()) {
-                if (step_waiting_) std::this_thread::yield();  // other ranks' threads may share the core
-                else backoff.sleep();
+                if (!(step_waiting_ && setup_.poll_while_step_waits)) backoff.sleep();
                 continue;
             }
             backoff.reset();

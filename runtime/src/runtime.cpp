@@ -179,6 +179,13 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     if (provided < MPI_THREAD_MULTIPLE)
         throw Error("flashrec needs MPI_THREAD_MULTIPLE (replication runs on its own thread)");
+    MPI_Comm host = MPI_COMM_NULL;
+    int on_host = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+        MPI_Comm_size(host, &on_host);
+        MPI_Comm_free(&host);
+    }
+    host_oversubscribed = on_host > ::sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 MpiSession::~MpiSession() {
@@ -417,6 +424,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     setup.copier = device.snapshot_copier(state.buffers());
     setup.after_abort = quarantine.after_abort();  // its matched receives may still write
     setup.thread_nice = cfg.protection.thread_nice;
+    setup.poll_while_step_waits = !mpi.host_oversubscribed;
     setup.pool = stores;
     // A repair (in-job or a warm relaunch: a plan is being adopted) makes the stores of new
     // pairs on the protection thread, off the way back into the loop; a job's start makes
@@ -910,8 +918,11 @@ bool Step::begin_update() {
     // role reached it alive (a failure anywhere abandons the step everywhere).
     int everyone_here = 1;
     im.guarded([&] {
-        ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, im.membership.work.get()),
-                  "MPI_Allreduce(sync point)", im.membership.work);
+        MPI_Request request = MPI_REQUEST_NULL;
+        ft::check(MPI_Iallreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, im.membership.work.get(),
+                                 &request),
+                  "MPI_Iallreduce(sync point)", im.membership.work);
+        im.membership.work.wait(request, "MPI_Iallreduce(sync point)");
     });
     if (im.abandoned) return false;
     im.pristine = false;  // the optimizer changes state from here on

@@ -47,6 +47,11 @@ public:
     // are acknowledged first, so only a failure during the agreement throws ProcessFailure.
     // Bounded by `deadline` (DeadlineExceeded) because iagree can be polled.
     int agree(int flag, std::chrono::steady_clock::time_point deadline) const;
+    // Waits for `request` (a non-blocking operation on this communicator) without holding a
+    // core: polls briefly (members that arrive together finish within it), then tests and
+    // sleeps (Backoff). Open MPI's blocking calls instead busy-poll for as long as they wait,
+    // and where ranks share cores the waiting ones take them from those still working.
+    void wait(MPI_Request& request, const char* operation) const;
     // Ranks (in this communicator) that MPI knows to have failed.
     std::vector<int> failed_ranks() const;
 

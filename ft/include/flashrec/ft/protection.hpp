@@ -132,6 +132,10 @@ struct ProtectionSetup {
     bool after_abort = false;
     // The protection thread's nice value (setpriority on the thread; 0: the trainer's).
     int thread_nice = 0;
+    // While the step's thread waits for the snapshot, its core has nothing else to run: poll
+    // MPI without sleeping then (a sleeping end stalls the transfer). Not where processes
+    // share cores: there the poll would take a core from a peer still copying.
+    bool poll_while_step_waits = true;
     // Where the stores come from and stay between Protection objects (null: a private pool).
     std::shared_ptr<StorePool> pool;
     // Stores not yet in the pool are opened or created by the protection thread before its
@@ -198,9 +202,7 @@ private:
     SnapshotScope next_scope_;
     std::exception_ptr failure_;
     std::atomic<bool> aborted_{false};  // no commit may follow an abort
-    // The step's thread is blocked in wait(): its core has nothing else to run, so the worker
-    // polls MPI without sleeping until the snapshot is done (sleeping then only adds latency).
-    std::atomic<bool> step_waiting_{false};
+    std::atomic<bool> step_waiting_{false};  // the step's thread is blocked in wait()
     SnapshotTiming last_;               // written by the worker before it signals completion
     SnapshotTiming total_;
     std::size_t count_ = 0;

@@ -38,6 +38,9 @@ struct MpiSession {
     ~MpiSession();
     MpiSession(const MpiSession&) = delete;
     MpiSession& operator=(const MpiSession&) = delete;
+    // More MPI processes on this host than it has cores online: Open MPI then yields when
+    // idle (mpi_yield_when_idle), and flashrec's waits must not spin either.
+    bool host_oversubscribed = false;
 };
 
 struct Runtime::Impl {
