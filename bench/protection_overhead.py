@@ -197,12 +197,14 @@ def main():
                     "the pipeline over shared memory: a labelled comparison, not the supported transport "
                     "(docs/limitations.md)")
     ap.add_argument("--json")
-    ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json again "
-                    "(bounds and shares recomputed) and run nothing")
+    ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json (or of "
+                    "a bench/run.py suite's JSON) again, bounds and shares recomputed, and run nothing")
     a = ap.parse_args()
     if a.from_json:
         with open(a.from_json) as f:
             rows = json.load(f)
+        if isinstance(rows, dict):  # a bench/run.py suite: this benchmark's rows inside it
+            rows = rows["benchmarks"]["protection"]["data"]
         for r in rows:
             # Runs before payload_bytes_per_rank was stored: the pipeline's counters give it
             # (sent bytes per copied byte = passes including the send minus the pipeline's).

@@ -193,7 +193,7 @@ const SnapshotStore* Protection::held(const std::string& owner_key) const {
 std::size_t Protection::host_bytes() const {
     std::size_t total = own_ ? own_->bytes() : 0;
     for (const auto& [key, store] : held_) total += store ? store->bytes() : 0;
-    for (const auto& buffer : landing_) total += buffer.size();
+    for (const auto& buffer : landing_) total += buffer.size;
     return total;
 }
 
@@ -347,12 +347,13 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
         if (via_landing) {
             std::size_t bytes = 0;
             for (const auto& b : view.buffers) bytes += b.bytes.size();
-            landing_[p].resize(bytes);
+            if (landing_[p].size != bytes)
+                landing_[p] = {std::make_unique_for_overwrite<std::byte[]>(bytes), bytes};
         }
         std::size_t base = 0;
         for (std::size_t b = 0; b < view.buffers.size(); ++b) {
             const std::size_t size = view.buffers[b].bytes.size();
-            std::byte* into = via_landing ? landing_[p].data() + base : view.buffers[b].bytes.data();
+            std::byte* into = via_landing ? landing_[p].bytes.get() + base : view.buffers[b].bytes.data();
             for (std::size_t off = 0; off < size; off += chunk) {
                 const std::size_t n = std::min(chunk, size - off);
                 transfers.receive(into + off, n, pred.rank, static_cast<int>(b));
@@ -431,7 +432,7 @@ void Protection::snapshot(std::int64_t step, std::int64_t epoch, const SnapshotS
                     const auto& buffer = view.buffers[b];
                     for (std::size_t off = 0; off < buffer.bytes.size(); off += piece_bytes) {
                         const std::size_t n = std::min(piece_bytes, buffer.bytes.size() - off);
-                        std::memcpy(buffer.bytes.data() + off, landing_[p].data() + base + off, n);
+                        std::memcpy(buffer.bytes.data() + off, landing_[p].bytes.get() + base + off, n);
                         store.note_written(b, off, n);
                     }
                     base += buffer.bytes.size();

@@ -192,7 +192,13 @@ private:
     Comm comm_;
     std::shared_ptr<SnapshotStore> own_;
     std::map<std::string, std::shared_ptr<SnapshotStore>> held_;  // by owner role key
-    std::vector<std::vector<std::byte>> landing_;  // per predecessor, only after an abort
+    // Per predecessor, only after an abort. Never zero-filled: MPI writes each whole before
+    // it is read, and a fill would be one more pass over memory in a repair's first step.
+    struct LandingBuffer {
+        std::unique_ptr<std::byte[]> bytes;
+        std::size_t size = 0;
+    };
+    std::vector<LandingBuffer> landing_;
 
     std::mutex mutex_;
     std::condition_variable cv_;
