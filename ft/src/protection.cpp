@@ -113,8 +113,52 @@ std::shared_ptr<SnapshotStore> StorePool::get(const std::string& job, const std:
         return true;
     };
     if (!store || store->job() != job || !same(store->layout()))
-        store = std::make_shared<SnapshotStore>(job, key, layout);
+        store = std::make_shared<SnapshotStore>(job, key, layout, [this](std::size_t bytes) {
+            std::optional<ShmSegment> taken;
+            const auto it = std::find_if(blanks_.begin(), blanks_.end(),
+                                         [&](const ShmSegment& b) { return b.size() == bytes; });
+            if (it != blanks_.end()) {
+                taken = std::move(*it);
+                blanks_.erase(it);
+                ++blanks_taken_;
+            }
+            return taken;
+        });
     return store;
+}
+
+void StorePool::make_blanks(const std::string& job, const std::string& tag,
+                            const std::vector<std::size_t>& slot_bytes) {
+    for (std::size_t i = 0; i < slot_bytes.size(); ++i) {
+        ShmSegment blank =
+            ShmSegment::create(segment_name(job, std::string(kBlankKeyPrefix) + tag + "-" + std::to_string(i), 0),
+                               slot_bytes[i]);
+        std::lock_guard lock(mutex_);
+        if (blanks_dropped_) {
+            (void)unlink_segment(blank.name());
+            return;
+        }
+        blanks_.push_back(std::move(blank));
+    }
+}
+
+void StorePool::drop_blanks() {
+    std::lock_guard lock(mutex_);
+    blanks_dropped_ = true;
+    for (const auto& blank : blanks_) (void)unlink_segment(blank.name());
+    blanks_.clear();
+}
+
+int StorePool::blanks_taken() const {
+    std::lock_guard lock(mutex_);
+    return blanks_taken_;
+}
+
+std::size_t StorePool::blank_bytes() const {
+    std::lock_guard lock(mutex_);
+    std::size_t total = 0;
+    for (const auto& blank : blanks_) total += blank.size();
+    return total;
 }
 
 std::shared_ptr<SnapshotStore> StorePool::find(const std::string& key) const {
@@ -171,6 +215,8 @@ void Protection::open_stores() {
             store = setup_.pool->get(
                 setup_.job, setup_.store_prefix + peer_role_key(p.role_key, setup_.role_key), p.payload);
     }
+    // Blanks this process made ahead (a hot spare's) that its stores did not take: no use now.
+    setup_.pool->drop_blanks();
 }
 
 Protection::~Protection() {

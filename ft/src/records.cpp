@@ -190,7 +190,8 @@ json Recovery::to_json() const {
               {"phases_ms_slowest", phases_ms_slowest},
               {"failure_noticed_unix_us", failure_noticed_unix_us},
               {"back_in_loop_unix_us", back_in_loop_unix_us},
-              {"first_step_ms", first_step_ms}});
+              {"first_step_ms", first_step_ms},
+              {"slots_made_ahead", slots_made_ahead}});
     if (notice_to_loop_ms) j["notice_to_loop_ms"] = *notice_to_loop_ms;
     return j;
 }
@@ -218,6 +219,7 @@ Recovery Recovery::from_json(const json& j) {
     x.failure_noticed_unix_us = r.integer("failure_noticed_unix_us");
     x.back_in_loop_unix_us = r.integer("back_in_loop_unix_us");
     x.first_step_ms = r.number("first_step_ms");
+    x.slots_made_ahead = r.integer("slots_made_ahead");
     x.notice_to_loop_ms = r.optional_number("notice_to_loop_ms");
     return x;
 }

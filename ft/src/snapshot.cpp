@@ -575,6 +575,13 @@ ShmSegment ShmSegment::create(const std::string& name, std::size_t bytes) {
     return ShmSegment(name, fd, address, bytes, true);
 }
 
+void ShmSegment::rename(const std::string& name) {
+    const std::string from = kShmDirectory + name_, to = kShmDirectory + name;
+    if (::rename(from.c_str(), to.c_str()) != 0)
+        throw Error("snapshot segment " + name_ + " -> " + name + ": " + errno_text("rename", errno));
+    name_ = name;
+}
+
 std::optional<ShmSegment> ShmSegment::open(const std::string& name, Access access) {
     const bool writable = access == Access::read_write;
     const int fd = ::shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
@@ -671,7 +678,8 @@ struct SnapshotStore::ChunkHashers {
     }
 };
 
-SnapshotStore::SnapshotStore(std::string job, std::string role_key, SnapshotLayout layout)
+SnapshotStore::SnapshotStore(std::string job, std::string role_key, SnapshotLayout layout,
+                             const BlankSource& blank)
     : job_(std::move(job)), role_key_(std::move(role_key)), layout_(std::move(layout)) {
     validate_layout(layout_);
     const Placement placement = place(layout_);
@@ -687,7 +695,9 @@ SnapshotStore::SnapshotStore(std::string job, std::string role_key, SnapshotLayo
             }
             // Absent, or half-made by a creator that died: it holds nothing, make it anew.
             if (existing) unlink_segment(name);
-            slots_[slot] = ShmSegment::create(name, placement.total_bytes);
+            std::optional<ShmSegment> made = blank ? blank(placement.total_bytes) : std::nullopt;
+            if (made) made->rename(name);
+            slots_[slot] = made ? std::move(*made) : ShmSegment::create(name, placement.total_bytes);
             created.push_back(name);
             initialise(slots_[slot], job_, role_key_, slot, layout_, placement);
         }

@@ -23,8 +23,10 @@ int main(int argc, char** argv) {
         // "/flashrec.<job>.<key>.<slot>" -> key
         std::map<std::string, int> keys;
         const std::string prefix = "/flashrec." + job + ".";
-        for (const auto& name : flashrec::ft::list_segments(job))
-            keys[name.substr(prefix.size(), name.rfind('.') - prefix.size())]++;
+        for (const auto& name : flashrec::ft::list_segments(job)) {
+            const std::string key = name.substr(prefix.size(), name.rfind('.') - prefix.size());
+            if (!key.starts_with(flashrec::ft::kBlankKeyPrefix)) keys[key]++;  // a spare's, empty
+        }
         int bad = 0;
         for (const auto& [key, slots] : keys) {
             const auto status = flashrec::ft::verify_snapshot(job, key);

@@ -3,6 +3,7 @@
 // Survivors run it from the step loop, hot spares from where they are parked, spawned
 // replacements from the Runtime constructor; all of them run the same collective sequence.
 #include <mpi.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <set>
 #include <span>
+#include <thread>
 
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
@@ -441,8 +443,10 @@ void Runtime::Impl::emit_recovery_record() {
     for (const auto& [name, ms] : done.phases) mine[name] = std::round(ms * 1000) / 1000;
     const nlohmann::json own = {{"role", topology::role_key(coord())},
                                 {"phases_ms", mine},
+                                {"slots_made_ahead", stores->blanks_taken() - blanks_reported},
                                 {"noticed_unix_us", done.noticed_unix_us},
                                 {"in_loop_unix_us", done.in_loop_unix_us}};
+    blanks_reported = stores->blanks_taken();
     std::vector<std::string> gathered;
     guarded([&] { gathered = ft::allgather_strings(membership.work, own.dump()); });
     timeline.noticed_unix_us = 0;  // the next failure's notice starts the next timeline
@@ -456,8 +460,10 @@ void Runtime::Impl::emit_recovery_record() {
     std::int64_t noticed = 0, in_loop = 0;
     std::string slowest;
     double slowest_ms = -1;
+    std::int64_t slots_made_ahead = 0;
     for (const auto& text : gathered) {
         const auto rank = nlohmann::json::parse(text);
+        slots_made_ahead += rank.at("slots_made_ahead").get<std::int64_t>();
         const std::string role = rank.at("role");
         by_role[role] = rank.at("phases_ms");
         double repair = 0;  // this rank's phases up to "resumed": its own time to the loop
@@ -497,6 +503,7 @@ void Runtime::Impl::emit_recovery_record() {
     record.failure_noticed_unix_us = noticed;  // the first rank to notice (any survivor)
     record.back_in_loop_unix_us = in_loop;     // the last rank back in the loop, state restored
     record.first_step_ms = max_phase.value("first_step", 0.0);
+    record.slots_made_ahead = slots_made_ahead;
     if (noticed > 0 && in_loop > noticed)
         record.notice_to_loop_ms = std::round(static_cast<double>(in_loop - noticed)) / 1e3;
     emit(record.to_json());
@@ -611,7 +618,11 @@ std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
 
 void Runtime::Impl::park_until_needed() {
     while (membership.role_index < 0) {
-        if (spares::park(membership.universe) == spares::Wake::released) {
+        if (spares::park(membership.universe, blanks_made ? spares::SlotSizesHandler{} : [this](const auto& slots) {
+                make_blank_slots(slots);
+            }) == spares::Wake::released) {
+            stores->drop_blanks();
+            if (blank_maker.joinable()) blank_maker.join();  // unlinks what it was making
             log("released at the end of the job; this hot spare was not needed");
             emit(ft::records::SpareReleased{static_cast<std::int32_t>(getpid())}.to_json());
             // The trainer never runs on this process: leave like a finished job (BYE first,
@@ -624,6 +635,24 @@ void Runtime::Impl::park_until_needed() {
         }
         recover();
     }
+}
+
+void Runtime::Impl::make_blank_slots(const std::vector<std::size_t>& slot_bytes) {
+    blanks_made = true;
+    // On a thread of its own at the lowest priority: the spare stays responsive to a failure
+    // meanwhile (a takeover uses whatever is made by then), and the job's ranks may share
+    // this node's cores (nice values are per thread; the main thread becomes the trainer's).
+    blank_maker = std::jthread([pool = stores, job = cfg.job.name, tag = "spare" + std::to_string(process_id),
+                                slot_bytes] {
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+        try {
+            pool->make_blanks(job, tag, slot_bytes);
+        } catch (const Error& e) {
+            // Not fatal: a role this spare takes over makes its slots then.
+            std::fprintf(stderr, "flashrec[spare pid %d]: could not make snapshot slots ahead: %s\n",
+                         static_cast<int>(getpid()), e.what());
+        }
+    });
 }
 
 }  // namespace flashrec

@@ -434,9 +434,11 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     if (membership.role_index == 0 && membership.epoch == 0) {
         // From the layouts: after a warm relaunch the stores are opened in the background.
         const auto& made = protection->setup();
-        const std::size_t own = 2 * ft::snapshot_segment_bytes(ft::full_layout(made.regions));
-        std::size_t total = own;
-        for (const auto& p : made.predecessors) total += 2 * ft::snapshot_segment_bytes(p.payload);
+        std::vector<std::size_t> slots(2, ft::snapshot_segment_bytes(ft::full_layout(made.regions)));
+        for (const auto& p : made.predecessors) slots.resize(slots.size() + 2, ft::snapshot_segment_bytes(p.payload));
+        const std::size_t own = 2 * slots[0];
+        std::size_t total = 0;
+        for (std::size_t bytes : slots) total += bytes;
         char line[256];
         std::snprintf(line, sizeof line,
                       "protection: %.3f MiB of host memory for role 0 = 2 x %.3f MiB own snapshot + "
@@ -444,6 +446,13 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                       mib(total), mib(own / 2), mib((total - own) / 2),
                       protection->setup().predecessors.size(), k);
         log(line);
+        // Parked hot spares make these slots ahead, so that taking over a role costs no
+        // allocation (roles whose sizes differ from role 0's make theirs at takeover).
+        try {
+            spare_pool.send_slot_sizes_to_all(membership.universe, slots);
+        } catch (const Error& e) {
+            log(std::string("could not send the snapshot slot sizes to the hot spares: ") + e.what());
+        }
     }
     // A snapshot of device state waits (on the GPU) for the work enqueued so far.
     if (state.has_device_buffers()) protection->setup().copier->state_ready(device.stream());

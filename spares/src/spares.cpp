@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include "flashrec/errors.hpp"
 
@@ -12,24 +13,39 @@ namespace flashrec::spares {
 
 namespace {
 constexpr int kReleaseTag = 0x5e1;
+constexpr int kSlotSizesTag = 0x5e2;
 }
 
-Wake park(const ft::Comm& universe) {
+Wake park(const ft::Comm& universe, const SlotSizesHandler& on_slot_sizes) {
     // Not a blocking MPI_Recv: with ob1/tcp it busy-polls a core for the whole job, a core the
     // trainer's ranks on this node need. Test, then sleep (up to 1 ms, the latency it adds to
-    // a recovery's wake-up). A failure leaves the request pending on the revoked communicator,
+    // a recovery's wake-up). A failure leaves the requests pending on the revoked communicator,
     // on purpose: neither cancelled nor freed (an error on a freed request aborts the process
-    // under ob1), hence the static buffer it may still own.
+    // under ob1), hence the static buffers they may still own.
     static int message = 0;
-    MPI_Request request = MPI_REQUEST_NULL;
-    ft::check(MPI_Irecv(&message, 1, MPI_INT, MPI_ANY_SOURCE, kReleaseTag, universe.get(), &request),
+    static std::uint64_t sizes[kMaxSlotSizes] = {};
+    MPI_Request release = MPI_REQUEST_NULL, slot_sizes = MPI_REQUEST_NULL;
+    ft::check(MPI_Irecv(&message, 1, MPI_INT, MPI_ANY_SOURCE, kReleaseTag, universe.get(), &release),
               "MPI_Irecv(parked spare)", universe);
+    if (on_slot_sizes)
+        ft::check(MPI_Irecv(sizes, kMaxSlotSizes, MPI_UINT64_T, MPI_ANY_SOURCE, kSlotSizesTag, universe.get(),
+                            &slot_sizes),
+                  "MPI_Irecv(parked spare: slot sizes)", universe);
     ft::Backoff backoff(std::chrono::microseconds(50), std::chrono::milliseconds(1));
     try {
         for (;;) {
             int done = 0;
-            ft::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(parked spare)", universe);
+            ft::check(MPI_Test(&release, &done, MPI_STATUS_IGNORE), "MPI_Test(parked spare)", universe);
             if (done) return Wake::released;
+            if (slot_sizes != MPI_REQUEST_NULL) {
+                MPI_Status status{};
+                ft::check(MPI_Test(&slot_sizes, &done, &status), "MPI_Test(parked spare: slot sizes)", universe);
+                if (done) {
+                    int count = 0;
+                    MPI_Get_count(&status, MPI_UINT64_T, &count);
+                    on_slot_sizes(std::vector<std::size_t>(sizes, sizes + count));
+                }
+            }
             backoff.sleep();
         }
     } catch (const ProcessFailure&) {
@@ -43,6 +59,16 @@ void release(const ft::Comm& universe, const std::vector<int>& spare_ranks) {
     for (int r : spare_ranks)
         ft::check(MPI_Send(&message, 1, MPI_INT, r, kReleaseTag, universe.get()),
                   "MPI_Send(release spare)", universe);
+}
+
+void send_slot_sizes(const ft::Comm& universe, const std::vector<int>& spare_ranks,
+                     const std::vector<std::size_t>& slot_bytes) {
+    if (slot_bytes.size() > static_cast<std::size_t>(kMaxSlotSizes)) return;  // more than a spare takes
+    const std::vector<std::uint64_t> sizes(slot_bytes.begin(), slot_bytes.end());
+    for (int r : spare_ranks)
+        ft::check(MPI_Send(sizes.data(), static_cast<int>(sizes.size()), MPI_UINT64_T, r, kSlotSizesTag,
+                           universe.get()),
+                  "MPI_Send(slot sizes to a parked spare)", universe);
 }
 
 ft::Comm spawn_and_merge(const ft::Comm& survivors, int count, const std::vector<std::string>& argv,

@@ -57,7 +57,7 @@ class Runner:
             self.baselines[key] = r["checksum"]
         return self.baselines[key]
 
-    def check(self, name, ranks, config, faults, expect_recoveries, extra=0, tiers=(1,)):
+    def check(self, name, ranks, config, faults, expect_recoveries, extra=0, tiers=(1,), slots_ahead=None):
         want = self.baseline(ranks, config, extra)
         r = self.run(ranks, config, faults, extra)
         problems = []
@@ -72,9 +72,17 @@ class Runner:
                 problems.append(f"replayed {rec['steps_replayed']} steps")
             if rec.get("tier") not in tiers:
                 problems.append(f"tier {rec.get('tier')} not in {tiers}")
+            # Snapshot slots the hot spares made while parked and took over (per replacement,
+            # one per slot of its own store and of its k=1 held replica); spawned ones make none.
+            ahead = rec.get("slots_made_ahead")
+            most = 4 * len(rec.get("failed_roles", [])) if "hot" in rec.get("replacement", "") else 0
+            allowed = (slots_ahead,) if slots_ahead is not None else range(0, most + 1)
+            if ahead not in allowed:
+                problems.append(f"slots_made_ahead {ahead}, expected one of {list(allowed)}")
         ok = not problems
         rec = r["records"][0] if r["records"] else {}
         detail = (f"{rec.get('replacement', '-'):>8} R={rec.get('recovery_version', '-')} "
+                  f"ahead={rec.get('slots_made_ahead', '-')} "
                   f"replayed={rec.get('steps_replayed', '-')} recovery={rec.get('total_ms', '-')}ms")
         print(f"{'ok  ' if ok else 'FAIL'} {name:<48} {detail}  ({r['seconds']:.1f} s)"
               + ("" if ok else "  <- " + "; ".join(problems)), flush=True)
@@ -106,6 +114,9 @@ def matrix(r, ranks_list, phases):
 def scenarios(r):
     config, extra = configs(4)["hot"]
     r.check("exit(3) instead of SIGKILL", 4, config, ["role=2:step=9:phase=forward:action=exit=3"], 1, extra)
+    # Parked since the start, the spare had 28 steps to make its 4 slots (a few KiB each).
+    r.check("a hot spare takes over with its slots made ahead", 4, config,
+            ["role=1:step=28:phase=forward:action=kill"], 1, extra, slots_ahead=4)
     r.check("two failures in different steps", 4, config,
             ["role=1:step=8:phase=allreduce:action=kill", "role=3:step=20:phase=sync:action=kill"], 2, extra)
     # Ring holders (node-aware, 2 nodes): 0 -> 2, 1 -> 3; 0 and 1 hold nothing of each other.

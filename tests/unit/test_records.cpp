@@ -59,6 +59,7 @@ Recovery sample_recovery() {
     r.failure_noticed_unix_us = 1795332954043679;
     r.back_in_loop_unix_us = 1795332954050000;
     r.first_step_ms = 1.25;
+    r.slots_made_ahead = 4;
     r.notice_to_loop_ms = 6.321;
     return r;
 }

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "flashrec/ft/checksum.hpp"
+#include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/snapshot.hpp"
 
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -595,6 +597,39 @@ TEST_CASE("an impossible size throws a clear error and leaves no segment behind"
         MESSAGE(std::string(e.what()));
     }
     CHECK(list_segments(job.name()).empty());
+}
+
+TEST_CASE("a store the pool creates takes blanks of its slot size; blanks not taken are unlinked") {
+    ScratchJob job;
+    StorePool pool;
+    const std::size_t slot = snapshot_segment_bytes(small_layout());
+    pool.make_blanks(job.name(), "spare4", {slot, slot + 4096, slot});
+    CHECK(list_segments(job.name()).size() == 3);
+    CHECK(pool.blank_bytes() == 3 * slot + 4096);
+
+    // Both slots are blanks renamed: no segment is added, the odd-sized blank stays.
+    const auto store = pool.get(job.name(), kRole, small_layout());
+    CHECK(pool.blank_bytes() == slot + 4096);
+    const auto names = list_segments(job.name());
+    CHECK(names.size() == 3);
+    for (int s = 0; s < 2; ++s)
+        CHECK(std::find(names.begin(), names.end(), segment_name(job.name(), kRole, s)) != names.end());
+    const WriteView write = store->begin_write(3, 0);
+    fill(write);
+    store->commit();
+    CHECK(holds_its_step(store->newest_committed()));
+    CHECK(verify_snapshot(job.name(), kRole).step == 3);  // another reader finds it by name
+
+    // A layout no blank fits is created as before, and leaves the blank alone.
+    const std::string peer = peer_role_key("dp2.tp0.pp0", kRole);
+    pool.get(job.name(), peer, {{"params", 123}});
+    CHECK(pool.blank_bytes() == slot + 4096);
+    CHECK(list_segments(job.name()).size() == 5);
+
+    pool.drop_blanks();
+    CHECK(pool.blank_bytes() == 0);
+    CHECK(list_segments(job.name()).size() == 4);
+    CHECK(pool.get(job.name(), kRole, small_layout()) == store);  // kept, as before
 }
 
 TEST_CASE("copy_committed copies a version in the pass that verifies it, and refuses a corrupt one") {

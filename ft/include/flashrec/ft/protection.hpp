@@ -100,9 +100,24 @@ public:
     // still be read by transfers of an aborted epoch: the caller keeps them a while).
     std::vector<std::shared_ptr<SnapshotStore>> keep_only(const std::vector<std::string>& keys);
 
+    // Blanks: segments made ahead of time (fallocated and pre-faulted) by a parked hot spare,
+    // one per slot size in `slot_bytes`, named after `job` and `tag`; each is offered as soon
+    // as it is made (this may run on another thread). A store that get() must create takes a
+    // blank of its slot size instead, so that taking over a role does not allocate and fault
+    // its stores while every rank waits for its first snapshot.
+    void make_blanks(const std::string& job, const std::string& tag, const std::vector<std::size_t>& slot_bytes);
+    // Unlinks the blanks not taken, and any make_blanks still makes (a role's stores are all
+    // open, or the spare was released).
+    void drop_blanks();
+    std::size_t blank_bytes() const;
+    int blanks_taken() const;  // by stores, so far
+
 private:
     mutable std::mutex mutex_;
     std::map<std::string, std::shared_ptr<SnapshotStore>> stores_;
+    std::vector<ShmSegment> blanks_;
+    bool blanks_dropped_ = false;
+    int blanks_taken_ = 0;
 };
 
 // Which parts of snapshot `step` to make. A repair's first snapshot makes only what is

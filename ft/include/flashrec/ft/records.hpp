@@ -137,6 +137,9 @@ struct Recovery {
     std::int64_t failure_noticed_unix_us = 0;
     std::int64_t back_in_loop_unix_us = 0;
     double first_step_ms = 0;
+    // Snapshot slots the replacements took from those they made ahead while parked (hot
+    // spares, StorePool blanks); any other new slot was created in their first snapshot.
+    std::int64_t slots_made_ahead = 0;
     std::optional<double> notice_to_loop_ms;
     nlohmann::json to_json() const;
     static Recovery from_json(const nlohmann::json& j);

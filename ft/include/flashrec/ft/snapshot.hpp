@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -28,6 +29,9 @@ std::string segment_name(std::string_view job, std::string_view role_key, int sl
 // Key of a copy of `owner`'s state kept by `holder`: "<owner>@<holder>". Distinct from the
 // owner's own key, so an owner and its ring successor on the same node never share segments.
 std::string peer_role_key(std::string_view owner, std::string_view holder);
+// Keys of blanks (StorePool::make_blanks) start with this: segments a parked hot spare made
+// ahead of time, holding nothing yet; not a store, though remove_all removes them too.
+inline constexpr std::string_view kBlankKeyPrefix = "blank-";
 
 // ---- lifetime (the launcher's job; nothing is unlinked implicitly) -----------------------
 
@@ -82,6 +86,10 @@ public:
     static ShmSegment create(const std::string& name, std::size_t bytes);
     // Opens an existing segment at its current size; nullopt if it does not exist.
     static std::optional<ShmSegment> open(const std::string& name, Access access);
+    // Gives this segment the name `name` (replacing a segment of that name), keeping its
+    // memory and mapping: a segment made ahead of time becomes a store's slot without being
+    // allocated or faulted again.
+    void rename(const std::string& name);
 
     ShmSegment(ShmSegment&& other) noexcept;
     ShmSegment& operator=(ShmSegment&& other) noexcept;
@@ -176,7 +184,10 @@ public:
     // were made for `layout` (SnapshotLayoutMismatch names the first buffer that differs);
     // creates missing ones. Throws SnapshotAllocationError if /dev/shm cannot hold them, and
     // then removes any slot this call created.
-    SnapshotStore(std::string job, std::string role_key, SnapshotLayout layout);
+    // `blank`, if given, is asked for a made-ahead segment of exactly the slot's size for each
+    // slot it creates (StorePool's blanks: a parked hot spare's); nullopt: create one.
+    using BlankSource = std::function<std::optional<ShmSegment>(std::size_t bytes)>;
+    SnapshotStore(std::string job, std::string role_key, SnapshotLayout layout, const BlankSource& blank = {});
     SnapshotStore(SnapshotStore&&) noexcept;
     SnapshotStore& operator=(SnapshotStore&&) noexcept;
     ~SnapshotStore();

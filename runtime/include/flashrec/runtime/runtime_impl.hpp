@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flashrec/flashrec.hpp"
@@ -65,6 +66,9 @@ struct Runtime::Impl {
     ft::Quarantine quarantine;
     // The snapshot stores of this process, kept mapped across repairs (docs/snapshots.md).
     std::shared_ptr<ft::StorePool> stores = std::make_shared<ft::StorePool>();
+    bool blanks_made = false;  // a hot spare made its stores' slots ahead (make_blank_slots)
+    std::jthread blank_maker;  // after `stores`: joined before the pool goes
+    int blanks_reported = 0;   // of stores->blanks_taken(), in a recovery record already
     void retire_protection();
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
     std::unique_ptr<runtime::Checkpointer> checkpointer;
@@ -173,6 +177,7 @@ struct Runtime::Impl {
     void receive_restore();                // a replacement, from loop_start
     void finish_recovery();                // everyone: restored-agree, protection, resume
     void park_until_needed();              // a hot spare, from the constructor
+    void make_blank_slots(const std::vector<std::size_t>& slot_bytes);  // parked: the leader's sizes
     [[noreturn]] void end_job(const std::string& why, int exit_code);
     std::chrono::steady_clock::time_point deadline() const;
     void emit_recovery_record();

@@ -1,5 +1,7 @@
 // The spare pool's MPI side: hot spares parked inside MPI, and spawned (cold) replacements.
 #pragma once
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,9 +13,18 @@ enum class Wake { released, recovery };
 
 // A hot spare waits here, inside MPI on `universe`, until the job ends (released) or a failure
 // revokes `universe` (recovery). Costs no CPU while waiting beyond MPI's progress engine.
-Wake park(const ft::Comm& universe);
+// Until `on_slot_sizes` is empty, it also takes the leader's slot sizes (send_slot_sizes) and
+// hands them to it, still parked.
+using SlotSizesHandler = std::function<void(const std::vector<std::size_t>& slot_bytes)>;
+Wake park(const ft::Comm& universe, const SlotSizesHandler& on_slot_sizes = {});
 // Sent by the leader at the end of the job to every parked spare.
 void release(const ft::Comm& universe, const std::vector<int>& spare_ranks);
+// Sent by the leader once it knows them: the sizes of the snapshot slots a role's stores take
+// (its own store's two, then each held replica's two), so that a parked spare can make them
+// ahead of time. At most kMaxSlotSizes.
+inline constexpr int kMaxSlotSizes = 64;
+void send_slot_sizes(const ft::Comm& universe, const std::vector<int>& spare_ranks,
+                     const std::vector<std::size_t>& slot_bytes);
 
 // Parent side (collective over `survivors`): starts `count` new processes running `argv` (argv[0]
 // is the executable) on `host` (empty: wherever the launcher has room), and merges them in.
@@ -58,6 +69,9 @@ public:
     const std::vector<int>& ranks() const { return ranks_; }
     // The job ended: the leader releases every parked spare (see release() above).
     void release_all(const ft::Comm& universe) const { release(universe, ranks_); }
+    void send_slot_sizes_to_all(const ft::Comm& universe, const std::vector<std::size_t>& slot_bytes) const {
+        send_slot_sizes(universe, ranks_, slot_bytes);
+    }
 
 private:
     std::vector<int> ranks_;
