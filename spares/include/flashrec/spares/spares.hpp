@@ -13,8 +13,8 @@ enum class Wake { released, recovery };
 
 // A hot spare waits here, inside MPI on `universe`, until the job ends (released) or a failure
 // revokes `universe` (recovery). Costs no CPU while waiting beyond MPI's progress engine.
-// Until `on_slot_sizes` is empty, it also takes the leader's slot sizes (send_slot_sizes) and
-// hands them to it, still parked.
+// Given `on_slot_sizes`, it also takes the leader's slot sizes (send_slot_sizes) and hands
+// them to it, still parked.
 using SlotSizesHandler = std::function<void(const std::vector<std::size_t>& slot_bytes)>;
 Wake park(const ft::Comm& universe, const SlotSizesHandler& on_slot_sizes = {});
 // Sent by the leader at the end of the job to every parked spare.
