@@ -58,11 +58,11 @@ class Env:
         self.dir = os.path.join(self.tmp, "ckpt")
         self.configs = 0
 
-    def config(self, every=10, keep=2, steps=40, spares=0, spawn=True, job=None):
+    def config(self, every=10, keep=2, steps=40, spares=0, spawn=True, job=None, device_ms=0):
         with open(os.path.join(HERE, "ckpt-4.yaml.in")) as f:
             text = f.read()
         values = {"JOB": job or self.job, "DIR": self.dir, "EVERY": every, "KEEP": keep, "STEPS": steps,
-                  "SPARES": spares, "SPAWN": "true" if spawn else "false"}
+                  "SPARES": spares, "SPAWN": "true" if spawn else "false", "DEVICE_MS": device_ms}
         for k, v in values.items():
             text = text.replace(f"@{k}@", str(v))
         if re.search(r"@[A-Z]+@", text):
@@ -245,10 +245,10 @@ def tier3(e):
 
 
 def crash_whole(e):
-    cfg = e.config(every=10, keep=2, steps=30, spawn=False)
     # The first checkpoint (step 10) waits 20 s after writing its rank files; the whole job dies
-    # at step 18, in the middle of it (a few steps after it was due, so that every rank has
-    # surely written its file by then).
+    # at step 18, in the middle of it (8 steps of at least 20 ms after it was due, so that every
+    # rank has written its file by then even on a loaded machine).
+    cfg = e.config(every=10, keep=2, steps=30, spawn=False, device_ms=20)
     r = e.run(cfg, 4, faults=all_ranks(18), env={"FLASHREC_TEST_CHECKPOINT_PAUSE": "10:20000"},
               label="all ranks exit at step 18, mid-checkpoint")
     expect(r["checksum"] is None, "the job died", r)
@@ -265,10 +265,11 @@ def crash_whole(e):
 
 def crash_in_job(e):
     want = reference(e, steps=30, every=5, keep=5, spares=1, ranks=5)
-    cfg = e.config(every=5, keep=5, steps=30, spares=1)
+    cfg = e.config(every=5, keep=5, steps=30, spares=1, device_ms=20)
     # The first checkpoint (step 5) waits 20 s after writing its rank files; dp1 is killed at
-    # step 9 while it waits (a few steps after step 5, so that every rank has surely written its
-    # file; recovery resumes at step 9, so step 5 is not replayed). In the optimizer phase, when
+    # step 9 while it waits (4 steps of at least 20 ms after step 5, so that every rank has
+    # written its file even on a loaded machine; recovery resumes at step 9, so step 5 is not
+    # replayed). In the optimizer phase, when
     # no replication transfer is in flight: a kill during one could crash a survivor inside MPI
     # (a receive landing in an unmapped peer snapshot; not the checkpoint's doing).
     r = e.run(cfg, 5, faults=["role=1:step=9:phase=optimizer:action=kill"],
