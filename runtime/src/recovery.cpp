@@ -261,6 +261,7 @@ void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
     membership.universe = std::move(next_universe);
     outcome.timeline = timeline;
     last_recovery = std::move(outcome);
+    blanks_taken_before_repair = stores->blanks_taken();  // the record counts this repair's
     if (role_changed) connect_control_plane();
 }
 
@@ -443,10 +444,9 @@ void Runtime::Impl::emit_recovery_record() {
     for (const auto& [name, ms] : done.phases) mine[name] = std::round(ms * 1000) / 1000;
     const nlohmann::json own = {{"role", topology::role_key(coord())},
                                 {"phases_ms", mine},
-                                {"slots_made_ahead", stores->blanks_taken() - blanks_reported},
+                                {"slots_made_ahead", stores->blanks_taken() - blanks_taken_before_repair},
                                 {"noticed_unix_us", done.noticed_unix_us},
                                 {"in_loop_unix_us", done.in_loop_unix_us}};
-    blanks_reported = stores->blanks_taken();
     std::vector<std::string> gathered;
     guarded([&] { gathered = ft::allgather_strings(membership.work, own.dump()); });
     timeline.noticed_unix_us = 0;  // the next failure's notice starts the next timeline
