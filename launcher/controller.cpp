@@ -228,7 +228,8 @@ struct Controller::Impl {
 
     std::optional<RankSlot> admit(const wire::Hello& hello, std::string_view peer);
     bool on_heartbeat(RankSlot slot, const wire::Heartbeat& beat);
-    void on_event(RankSlot slot, nlohmann::json record);
+    // true: the record was valid, logged and handed to options.on_event.
+    bool on_event(RankSlot slot, nlohmann::json record);
     void on_disconnect(RankSlot slot, bool clean);
     void run_check();
 
@@ -343,15 +344,29 @@ private:
             return false;
         }
         if (auto* event = std::get_if<wire::Event>(&message_)) {
-            owner_.on_event(*slot_, std::move(event->record));
+            const bool finished = event->record.value("event", "") == ft::records::RoleFinished::kEvent;
+            // Acknowledged once the launcher holds it (on_event queued it): the rank may leave.
+            if (owner_.on_event(*slot_, std::move(event->record)) && finished) send_finished_ack();
             return true;
         }
         if (std::holds_alternative<wire::Bye>(message_)) {
             close(Ending::bye);
             return false;
         }
-        drop(DropReason::protocol_violation, "second HELLO");
+        drop(DropReason::protocol_violation, std::holds_alternative<wire::FinishedAck>(message_)
+                                                 ? "FINISHED_ACK goes from the controller to a rank, not back"
+                                                 : "second HELLO");
         return false;
+    }
+
+    void send_finished_ack() {
+        if (!ack_frame_.empty()) return;  // one per connection
+        wire::encode(wire::FinishedAck{}, ack_frame_);
+        asio::async_write(socket_, asio::buffer(ack_frame_), [self = shared_from_this()](const error_code& ec, std::size_t) {
+            // The rank left already (its wait is bounded); its EOF ends the session as usual.
+            if (ec && !self->closed_)
+                self->owner_.log("control_plane_error", {{"peer", self->peer_}, {"what", "FINISHED_ACK not sent: " + ec.message()}});
+        });
     }
 
     void drop_for(wire::DecodeError error) {
@@ -395,6 +410,7 @@ private:
     std::optional<RankSlot> slot_;
     std::string peer_;
     std::string source_;  // the peer's address without the port
+    std::vector<std::byte> ack_frame_;  // alive while its write is
     bool closed_ = false;
     bool counted_pending_ = true;
 };
@@ -488,15 +504,15 @@ bool Controller::Impl::on_heartbeat(RankSlot slot, const wire::Heartbeat& beat) 
     return true;
 }
 
-void Controller::Impl::on_event(RankSlot slot, nlohmann::json record) {
+bool Controller::Impl::on_event(RankSlot slot, nlohmann::json record) {
     if (!record.is_object()) {  // only reachable through feed_event: the decoder checked the rest
         log("event_rejected", {{"what", "an event must be a JSON object"}});
-        return;
+        return false;
     }
     {
         const std::lock_guard lock(tracker_mutex);
         const RankInfo* info = tracker.current(slot);
-        if (!info) return;
+        if (!info) return false;
         // Who sent it is the controller's word, not the rank's.
         record["source"] = info->role;
         record["source_rank"] = info->world_rank;
@@ -510,9 +526,10 @@ void Controller::Impl::on_event(RankSlot slot, nlohmann::json record) {
         log("event_rejected", {{"source", record.value("source", "")},
                                {"record", record.value("event", "")},
                                {"what", e.what()}});
-        return;
+        return false;
     }
     invoke(options.on_event, "on_event", record);
+    return true;
 }
 
 void Controller::Impl::on_disconnect(RankSlot slot, bool clean) {
@@ -645,7 +662,7 @@ std::uint64_t Controller::heartbeat_count() const { return impl_->heartbeats.loa
 
 std::optional<RankSlot> Controller::feed_hello(const wire::Hello& hello) { return impl_->admit(hello, "direct"); }
 bool Controller::feed_heartbeat(RankSlot slot, const wire::Heartbeat& beat) { return impl_->on_heartbeat(slot, beat); }
-void Controller::feed_event(RankSlot slot, nlohmann::json record) { impl_->on_event(slot, std::move(record)); }
+bool Controller::feed_event(RankSlot slot, nlohmann::json record) { return impl_->on_event(slot, std::move(record)); }
 void Controller::feed_bye(RankSlot slot) { impl_->on_disconnect(slot, true); }
 void Controller::feed_lost(RankSlot slot) { impl_->on_disconnect(slot, false); }
 void Controller::check_now() { impl_->run_check(); }

@@ -175,7 +175,7 @@ public:
     // socket path runs the same code. Thread-safe. feed_hello checks the token (nullopt: refused).
     std::optional<RankSlot> feed_hello(const wire::Hello& hello);
     bool feed_heartbeat(RankSlot slot, const wire::Heartbeat& beat);
-    void feed_event(RankSlot slot, nlohmann::json record);
+    bool feed_event(RankSlot slot, nlohmann::json record);  // true: accepted
     void feed_bye(RankSlot slot);
     void feed_lost(RankSlot slot);
     // Runs the hang detector now, on the calling thread (it also runs every check_period).

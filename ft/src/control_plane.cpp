@@ -131,7 +131,9 @@ struct HeartbeatClient::Impl {
     std::chrono::steady_clock::time_point connected_at;
     int quick_closes = 0;  // connections in a row the controller closed within 1 s (a wrong token?)
     std::vector<std::byte> in_flight;
-    std::array<std::byte, 256> read_sink{};
+    wire::FrameDecoder from_controller{16};  // it sends only FINISHED_ACK: empty bodies
+    wire::Message received;
+    std::atomic<bool> finished_acked{false};
     bool connected = false;
     bool writing = false;
     bool heartbeat_due = false;
@@ -196,6 +198,7 @@ void HeartbeatClient::Impl::connect() {
 void HeartbeatClient::Impl::on_connected() {
     connected = true;
     connected_at = std::chrono::steady_clock::now();
+    from_controller = wire::FrameDecoder(16);  // nothing of an earlier connection's stream
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // small frames; latency matters more
     watch_for_close();
@@ -204,13 +207,28 @@ void HeartbeatClient::Impl::on_connected() {
     schedule_tick();
 }
 
-// The controller never sends; a completed read means it closed (or reset) the connection.
+// The controller sends one frame, FINISHED_ACK; an error or EOF means it closed (or reset)
+// the connection.
 void HeartbeatClient::Impl::watch_for_close() {
     const unsigned gen = generation;
-    socket.async_read_some(asio::buffer(read_sink), [this, gen](const error_code& ec, std::size_t) {
+    const auto space = from_controller.receive_buffer(64);
+    socket.async_read_some(asio::buffer(space.data(), space.size()), [this, gen](const error_code& ec, std::size_t bytes) {
         if (gen != generation) return;
-        if (!ec) return watch_for_close();
-        if (!stopping) connection_failed("the controller closed the connection (" + ec.message() + ")");
+        if (ec) {
+            if (!stopping) connection_failed("the controller closed the connection (" + ec.message() + ")");
+            return;
+        }
+        from_controller.commit(bytes);
+        for (;;) {
+            const auto status = from_controller.next(received);
+            if (status == wire::FrameDecoder::Status::need_more) break;
+            if (status == wire::FrameDecoder::Status::error || !std::holds_alternative<wire::FinishedAck>(received)) {
+                if (!stopping) connection_failed("the controller sent a frame a rank does not take");
+                return;
+            }
+            finished_acked = true;
+        }
+        watch_for_close();
     });
 }
 
@@ -387,6 +405,16 @@ bool HeartbeatClient::flush(std::chrono::milliseconds limit) noexcept {
         if (std::chrono::steady_clock::now() >= until) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
+}
+
+bool HeartbeatClient::send_final(const nlohmann::json& record, std::chrono::milliseconds limit) noexcept {
+    if (!send_event(record)) return false;
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!impl_->finished_acked) {
+        if (!impl_->active || std::chrono::steady_clock::now() >= until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
 }
 
 bool HeartbeatClient::active() const noexcept { return impl_->active; }

@@ -150,6 +150,16 @@ EndingJob EndingJob::from_json(const json& j) {
     return {r.int32("exit_code"), r.int32("pid"), r.string("why")};
 }
 
+json RoleFinished::to_json() const {
+    json j = head(kEvent);
+    j.update({{"role", role}, {"pid", pid}, {"steps", steps}, {"checksum", checksum}});
+    return j;
+}
+RoleFinished RoleFinished::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.string("role"), r.int32("pid"), r.integer("steps"), r.string("checksum")};
+}
+
 json MpiErrorSeen::to_json() const {
     json j = head(kEvent);
     j.update({{"pid", pid}, {"error_class", error_class}, {"operation", operation}});
@@ -291,7 +301,7 @@ bool check_if(const json& record, std::string_view name) {
 
 bool is_typed(std::string_view e) {
     return e == Step::kEvent || e == FaultInjected::kEvent || e == CheckpointPublished::kEvent ||
-           e == CheckpointResumed::kEvent || e == EndingJob::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
+           e == CheckpointResumed::kEvent || e == EndingJob::kEvent || e == RoleFinished::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
            e == Recovery::kEvent || e == JobStats::kEvent;
 }
 
@@ -302,7 +312,7 @@ void validate(const json& record) {
     const std::string name = e->get<std::string>();
     (void)(check_if<Step>(record, name) || check_if<FaultInjected>(record, name) ||
            check_if<CheckpointPublished>(record, name) || check_if<CheckpointResumed>(record, name) ||
-           check_if<EndingJob>(record, name) ||
+           check_if<EndingJob>(record, name) || check_if<RoleFinished>(record, name) ||
            check_if<MpiErrorSeen>(record, name) || check_if<SpareReleased>(record, name) ||
            check_if<Recovery>(record, name) || check_if<JobStats>(record, name));
 }

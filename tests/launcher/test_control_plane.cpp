@@ -252,6 +252,7 @@ TEST_CASE("wire: every frame type survives a round trip, whole or one byte at a 
         wire::Event{{{"event", "recovery.timeline"}, {"epoch", 2}, {"phases", {{"shrink_ms", 1.5}}}}},
         wire::Event{{{"event", "loss"}, {"step", 40}, {"value", 0.125}, {"note", "h\u00e9llo"}}},
         wire::Bye{},
+        wire::FinishedAck{},
     };
     std::vector<std::byte> stream;
     for (const auto& message : messages) wire::encode(message, stream);
@@ -910,6 +911,25 @@ TEST_CASE("live: a rank whose tag stops while another's moves is declared hung; 
     CHECK(live.hung.count_for("dp1.tp0.pp0") == 0);
     CHECK(live.hung.count_for("spare:0") == 0);
     CHECK(live.hung.all().size() == 1);
+}
+
+TEST_CASE("live: a role_finished record is acknowledged once the launcher holds it; a refused one is not") {
+    LiveController live;
+    StepProgress progress;
+    HeartbeatClient client(live.client_options("dp0.tp0.pp0"), progress);
+    REQUIRE(eventually([&] { return live.registered("dp0.tp0.pp0"); }));
+    // The acknowledgement comes after the record was logged (and handed to the launcher).
+    CHECK(client.send_final(flashrec::ft::records::RoleFinished{"dp0.tp0.pp0", 5, 300, "0123456789abcdef"}.to_json(), 20s));
+    CHECK(log_has(live.log_path, "role_finished", R"("checksum":"0123456789abcdef")"));
+
+    HeartbeatClient refused(live.client_options("dp1.tp0.pp0"), progress);
+    REQUIRE(eventually([&] { return live.registered("dp1.tp0.pp0"); }));
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_FALSE(refused.send_final({{"event", "role_finished"}, {"v", 1}, {"role", "dp1.tp0.pp0"}, {"pid", 6}}, 300ms));
+    CHECK(std::chrono::steady_clock::now() - start >= 300ms);
+    CHECK(eventually([&] { return log_has(live.log_path, "event_rejected", "role_finished"); }));
+    CHECK(refused.active());  // the connection stays; the rank just goes on unacknowledged
+    CHECK(live.lost.all().empty());
 }
 
 TEST_CASE("live: a clean BYE is not a failure") {

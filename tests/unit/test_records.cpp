@@ -75,6 +75,7 @@ TEST_CASE("every record survives a round trip") {
     round_trip(CheckpointPublished{10, "/ck/step-10", 5, 123456, 0.25});
     round_trip(CheckpointResumed{10, "/ck"});
     round_trip(EndingJob{76, 99, "state of role dp0.tp0.pp0 is lost in memory at step 3"});
+    round_trip(RoleFinished{"dp1.tp0.pp1", 4242, 300, "691abae2d49685ec"});
     round_trip(MpiErrorSeen{12, 75, "MPI_Allreduce(gradients)"});
     round_trip(SpareReleased{31});
     round_trip(sample_recovery());

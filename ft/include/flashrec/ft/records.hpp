@@ -96,6 +96,21 @@ struct EndingJob {
     bool operator==(const EndingJob&) const = default;
 };
 
+// A role's process is done: its step loop ended after the job's last step and the trainer's
+// code after the loop returned. Sent by every active role just before MPI_Finalize; the
+// launcher acknowledges it (a FINISHED_ACK frame) and judges "finished" from these records
+// alone, whatever mpirun's exit status and whenever it exits.
+struct RoleFinished {
+    static constexpr char kEvent[] = "role_finished";
+    std::string role;            // "dp1.tp0.pp0"
+    std::int32_t pid = 0;
+    std::int64_t steps = 0;      // steps completed (the job's job.steps)
+    std::string checksum;        // this role's own state (16 hex digits; not the job's checksum)
+    nlohmann::json to_json() const;
+    static RoleFinished from_json(const nlohmann::json& j);
+    bool operator==(const RoleFinished&) const = default;
+};
+
 // A rank noticed a failure through an MPI error (its first one in a step).
 struct MpiErrorSeen {
     static constexpr char kEvent[] = "mpi_error";
