@@ -88,15 +88,19 @@ std::vector<int> payload_index(const std::vector<ProtectedRegion>& regions) {
 std::vector<std::span<const std::byte>> payload_by_region(const SnapshotView& replica,
                                                           const std::vector<ProtectedRegion>& regions) {
     const std::vector<int> index = payload_index(regions);
+    const auto carried = static_cast<std::size_t>(std::count_if(index.begin(), index.end(), [](int i) { return i >= 0; }));
     std::vector<std::span<const std::byte>> bytes(regions.size());
     for (std::size_t r = 0; r < regions.size(); ++r) {
         if (index[r] < 0) continue;
         const auto p = static_cast<std::size_t>(index[r]);
-        if (p >= replica.buffers.size() || replica.buffers[p].name != regions[r].name ||
-            replica.buffers[p].bytes.size() != regions[r].bytes)
+        // Names only: the sizes are the owner's shard, which differ from the holder's own when
+        // a buffer does not divide evenly by dp (the receiver checks it gets exactly its size).
+        if (replica.buffers.size() != carried || replica.buffers[p].name != regions[r].name)
             throw CorruptState("replica", regions[r].name,
                                "the held copy's payload does not match the registered buffers (buffer " +
-                                   std::to_string(p) + " of " + std::to_string(replica.buffers.size()) + ")");
+                                   std::to_string(p) + " of " + std::to_string(replica.buffers.size()) +
+                                   " is '" + (p < replica.buffers.size() ? std::string(replica.buffers[p].name) : std::string()) +
+                                   "', expected " + std::to_string(carried) + " buffers)");
         bytes[r] = replica.buffers[p].bytes;
     }
     return bytes;

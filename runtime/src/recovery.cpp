@@ -364,8 +364,10 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
             } else {
                 held = ft::payload_by_region(view, state.regions());
             }
+            // Every sharded and envelope buffer, an empty shard too: its receive is posted.
             for (size_t b = 0; b < buffers.size(); ++b)
-                if (!held[b].empty()) transfers.send(held[b].data(), held[b].size(), rep.role, static_cast<int>(b));
+                if (buffers[b].kind != Redundancy::replicated)
+                    transfers.send(held[b].data(), held[b].size(), rep.role, static_cast<int>(b));
         }
     }
     transfers.wait("restore");

@@ -13,8 +13,11 @@ void StateRegistry::add(ProtectedBuffer buffer, bool loop_started) {
                          "was registered after the step loop started: register every buffer before "
                          "rt.steps() begins (a buffer added later has no snapshot or replica, so a "
                          "recovery could not restore it)");
-    if (buffer.bytes == 0) throw UsageError("protect", name, "is empty (0 bytes): there is nothing to protect");
-    if (buffer.data == nullptr) throw UsageError("protect", name, "is a null pointer");
+    // A ZeRO shard is empty on the roles past the end of a buffer smaller than dp; every other
+    // kind of buffer is the same size on every role, and an empty one is a mistake.
+    if (buffer.bytes == 0 && buffer.kind != Redundancy::sharded)
+        throw UsageError("protect", name, "is empty (0 bytes): there is nothing to protect");
+    if (buffer.data == nullptr && buffer.bytes > 0) throw UsageError("protect", name, "is a null pointer");
     if (find(name)) throw Error("protect: buffer '" + name + "' is registered twice");
     if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
         throw Error("protect: buffer name '" + name + "' must be 1-63 characters without '/' or spaces");

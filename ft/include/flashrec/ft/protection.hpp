@@ -39,8 +39,11 @@ SnapshotLayout full_layout(const std::vector<ProtectedRegion>& regions);
 // Region r's index in the payload, or -1 for a region the payload does not carry.
 std::vector<int> payload_index(const std::vector<ProtectedRegion>& regions);
 // A held replica (a committed view of a payload layout) read back by region: region r's bytes,
-// or an empty span for a region the payload does not carry. CorruptState if the view is not
-// the payload of `regions` (a buffer's name or size differs).
+// or an empty span for a region the payload does not carry (and for an empty shard: the
+// caller tells them apart by ProtectedRegion::replicate). `regions` are the holder's: they
+// name the buffers, while the sizes are the owner's (shards differ by up to one element
+// between roles, and can be empty). CorruptState if the view is not such a payload (another
+// buffer count or name).
 std::vector<std::span<const std::byte>> payload_by_region(const SnapshotView& replica,
                                                           const std::vector<ProtectedRegion>& regions);
 
