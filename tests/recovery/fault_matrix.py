@@ -5,6 +5,7 @@
   fault_matrix.py --trainer EXE --config-dir DIR scenarios
   fault_matrix.py --trainer EXE --config-dir DIR soak --trials N [--seed S]
   fault_matrix.py --trainer EXE --config-dir DIR live-nodes
+  fault_matrix.py --trainer EXE --config-dir DIR uneven
   fault_matrix.py --trainer EXE --config-dir DIR chaos --trials N [--seed S] [--only CAT...] [--cycle]
                   [--snapshots EXE] [--launcher EXE --launch-config YAML --workdir DIR]
 
@@ -98,9 +99,37 @@ class Runner:
         return 0 if failed == 0 else 1
 
 
-def configs(ranks):
-    # (config, extra processes) for a hot spare and for a spawned one.
+def configs(ranks, shards="even"):
+    # (config, extra processes) for a hot spare and for a spawned one. shards="even" keeps each
+    # ring holder's own shard the size of the one it holds (node-aware, holder r + ranks/2);
+    # any other value names a layout of UNEVEN (8 ranks, ring placement: holder r + 1).
+    if shards != "even":
+        return {"hot": (f"rec-8x{shards}-hot.yaml", 2), "spawned": (f"rec-8x{shards}.yaml", 0)}
     return {"hot": (f"rec-{ranks}-hot.yaml", 2), "spawned": (f"rec-{ranks}.yaml", 0)}
+
+
+# Uneven ZeRO shards, 8 ranks: 676 parameters (84 or 85 per role) on 8 x 1 and 4 x 2 virtual
+# nodes, and 4 parameters (every other role's shard empty) on 2 x 4.
+UNEVEN = ["1-uneven", "4x2-uneven", "2x4-empty"]
+
+
+def job_name(config_file):
+    with open(config_file) as f:
+        return f.read().split("name: ", 1)[1].split(",", 1)[0]
+
+
+def uneven(r):
+    """Uneven and empty shards on every layout and spare kind: the ring holder of a dead role
+    serves a shard of another size than its own (the defect: state lost, exit 76)."""
+    for shards in UNEVEN:
+        for kind, (config, extra) in configs(8, shards).items():
+            cases = [("exit(42) in replication, role 3", ["role=3:step=16:phase=replication:action=exit=42"], 1),
+                     ("kill in forward, role 2", ["role=2:step=9:phase=forward:action=kill"], 1),
+                     ("kill in optimizer, role 7 (its holder: role 0)", ["role=7:step=12:phase=optimizer:action=kill"], 1),
+                     ("two failures, roles 1 and 4", ["role=1:step=14:phase=allreduce:action=kill",
+                                                      "role=4:step=14:phase=allreduce:action=kill"], 1)]
+            for what, faults, expect in cases:
+                r.check(f"8x{shards} {kind:>7}: {what}", 8, config, faults, expect, extra)
 
 
 def matrix(r, ranks_list, phases):
@@ -168,20 +197,22 @@ def soak(r, trials, seed):
     for t in range(trials):
         ranks = rng.choice([4, 8])
         kind = rng.choice(["hot", "spawned"])
-        config, extra = configs(ranks)[kind]
+        shards = rng.choice(["even"] + UNEVEN) if ranks == 8 else "even"
+        config, extra = configs(ranks, shards)[kind]
         victim = rng.randrange(ranks)
         phase = rng.choice(PHASES)
         step = rng.randrange(2, 28)
-        r.check(f"soak {t}: {ranks} {kind} role={victim} step={step} {phase}", ranks, config,
+        r.check(f"soak {t}: {ranks} {kind} {shards} role={victim} step={step} {phase}", ranks, config,
                 [f"role={victim}:step={step}:phase={phase}:action=kill"], 1, extra)
 
 
 # --- the chaos soak (issue 15): random combinations, each trial judged ----------------------------
 
 # Ring holders with placement node-aware on 2 nodes (rec-4*: 0,1 on node0, 2,3 on node1): the copy
-# of role r is kept by role (r + 2) % 4. For 8 ranks on 2 nodes: (r + 4) % 8.
-def holder_of(role, ranks):
-    return (role + ranks // 2) % ranks
+# of role r is kept by role (r + 2) % 4. For 8 ranks on 2 nodes: (r + 4) % 8. The uneven-shard
+# layouts place replicas on the plain ring: (r + 1) % 8.
+def holder_of(role, ranks, shards="even"):
+    return (role + (ranks // 2 if shards == "even" else 1)) % ranks
 
 
 IN_JOB = ["single", "single", "two-apart", "owner+holder", "during-recovery", "parked-spare",
@@ -192,10 +223,11 @@ def chaos_trial(rng, t, categories=None, cycle=False):
     """One random trial: (name, ranks, kind, faults, expected recoveries, refusal allowed)."""
     ranks = rng.choice([4, 4, 8])
     kind = rng.choice(["hot", "spawned"])
+    shards = rng.choice(["even", "even"] + UNEVEN) if ranks == 8 else "even"
     pool = categories or IN_JOB
     category = pool[t % len(pool)] if cycle else rng.choice(pool)
     if category in chaos_launch.CATEGORIES:
-        return category, None, None, None, None, None
+        return category, None, None, None, None, None, None
     if category == "parked-spare" and kind != "hot":
         kind = "hot"
     step = rng.randrange(0, 26)
@@ -210,7 +242,7 @@ def chaos_trial(rng, t, categories=None, cycle=False):
         b = a ^ 1
         faults = [f"role={a}:step={step}:phase={phase}:action=kill", f"role={b}:step={step}:phase={phase}:action=kill"]
     elif category == "owner+holder":
-        b = holder_of(a, ranks)
+        b = holder_of(a, ranks, shards)
         faults = [f"role={a}:step={step}:phase=forward:action=kill", f"role={b}:step={step}:phase=forward:action=kill"]
         # Both ring copies are gone, but the nodes live: a survivor on each dead process's node
         # serves its own snapshot (issue 15, case 2), so no refusal is allowed.
@@ -230,8 +262,8 @@ def chaos_trial(rng, t, categories=None, cycle=False):
         later = min(28, step + rng.randrange(3, 10))
         faults = [f"role={a}:step={step}:phase={phase}:action=kill", f"role={b}:step={later}:phase=forward:action=kill"]
         expect = 2
-    name = f"chaos {t}: {ranks} {kind} {category}"
-    return name, ranks, kind, faults, expect, refusal
+    name = f"chaos {t}: {ranks}{'' if shards == 'even' else 'x' + shards} {kind} {category}"
+    return name, ranks, configs(ranks, shards)[kind], faults, expect, refusal
 
 
 def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False):
@@ -239,14 +271,14 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False)
     table = {"identical": 0, "documented refusal": 0, "wrong": 0, "hung": 0, "leaked": 0}
     by_category = {}
     for t in range(trials):
-        name, ranks, kind, faults, expect, refusal_ok = chaos_trial(rng, t, categories, cycle)
+        name, ranks, config, faults, expect, refusal_ok = chaos_trial(rng, t, categories, cycle)
         if name in chaos_launch.CATEGORIES:
             category = name
             name, verdict, out, seconds = launch.trial(rng, t, category)
             res, detail = {"output": out, "seconds": seconds}, ""
         else:
             category = name.split()[-1]
-            verdict, res = chaos_in_job(r, ranks, kind, faults, expect, refusal_ok, snapshots)
+            verdict, res = chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots)
             out, seconds, detail = res["output"], res["seconds"], " ".join(faults)
         table[verdict] += 1
         row = by_category.setdefault(category, dict.fromkeys(table, 0))
@@ -262,12 +294,12 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False)
     print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items()) + f" (trials {trials}, seed {seed})")
 
 
-def chaos_in_job(r, ranks, kind, faults, expect, refusal_ok, snapshots):
-    config, extra = configs(ranks)[kind]
+def chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots):
+    config, extra = config
     want = r.baseline(ranks, config, extra)
     res = r.run(ranks, config, faults, extra)
     out = res["output"]
-    job = "t-rec" + str(ranks) + ("-hot" if kind == "hot" else "")
+    job = job_name(os.path.join(r.config_dir, config))
     leaked_procs = "fr-run: FAIL" in out and "left" in out
     left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
     # mpirun's exit code says little under ULFM (docs/ulfm-traps.md trap 9): judged by the ranks'
@@ -299,6 +331,7 @@ def main():
     sub.add_parser("scenarios")
     sub.add_parser("step0")
     sub.add_parser("live-nodes")
+    sub.add_parser("uneven")
     c = sub.add_parser("chaos")
     c.add_argument("--trials", type=int, default=12)
     c.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -323,6 +356,8 @@ def main():
         step0(r)
     elif a.what == "live-nodes":
         live_nodes(r)
+    elif a.what == "uneven":
+        uneven(r)
     elif a.what == "chaos":
         print(f"chaos soak: {a.trials} trials, seed {a.seed}")
         launch, categories = None, a.only
