@@ -32,9 +32,10 @@ namespace {
 constexpr std::int64_t kNoMin = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t kNoMax = std::numeric_limits<std::int64_t>::max();
 
-constexpr std::array<std::string_view, 8> kPhaseNames = {"forward",     "allreduce",  "sync",
-                                                         "optimizer",   "replication", "recovery",
-                                                         "tp_exchange", "pp_exchange"};
+constexpr std::array<std::string_view, 12> kPhaseNames = {"forward",     "allreduce",  "sync",
+                                                          "optimizer",   "replication", "recovery",
+                                                          "tp_exchange", "pp_exchange", "loop_end",
+                                                          "after_loop",  "finish",      "finalize"};
 constexpr std::array<std::string_view, 3> kActionNames = {"kill", "exit", "stop"};
 constexpr std::array<std::string_view, 2> kJobPlacements = {"block", "cyclic"};
 constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware", "ring"};
@@ -376,6 +377,14 @@ std::optional<std::string> role_outside(const Fault& fault, const Job& job) {
     return std::nullopt;
 }
 
+// Why a fault at a point after the last step names another step, or nullopt.
+std::optional<std::string> step_outside(const Fault& fault, const Job& job) {
+    if (fault.phase < Phase::loop_end || fault.step == job.steps - 1) return std::nullopt;
+    return "phase " + std::string(kPhaseNames.at(static_cast<std::size_t>(fault.phase))) +
+           " comes after the last step: its step must be job.steps - 1 = " + std::to_string(job.steps - 1) +
+           ", got " + std::to_string(fault.step);
+}
+
 // Where each fault of the faults: list was written, to point at it after the job is known.
 struct FaultOrigin {
     std::string field;   // faults[i] or, for the map form, faults[i].role
@@ -619,9 +628,12 @@ void validate(const Config& config, const Reader& reader, const std::vector<Faul
               std::to_string(detection.hang_timeout_ms) + default_note("detection.hang_timeout_ms"));
     check(!detection.bind.empty(), "detection.bind", "must not be empty (an address or host name)");
 
-    for (std::size_t i = 0; i < config.faults.size(); ++i)
+    for (std::size_t i = 0; i < config.faults.size(); ++i) {
         if (const auto problem = role_outside(config.faults[i], job))
             reader.fail(origins[i].line, origins[i].field, origins[i].prefix + *problem);
+        if (const auto problem = step_outside(config.faults[i], job))
+            reader.fail(origins[i].line, origins[i].field, in_quotes(config.faults[i].text) + ": " + *problem);
+    }
 }
 
 }  // namespace
@@ -701,6 +713,8 @@ Fault parse_fault(const std::string& spec, const std::string& where) {
 void validate_fault(const Fault& fault, const Job& job, const std::string& where) {
     if (const auto problem = role_outside(fault, job))
         throw ConfigError(where, 0, "fault", in_quotes(fault.text) + ": role " + *problem);
+    if (const auto problem = step_outside(fault, job))
+        throw ConfigError(where, 0, "fault", in_quotes(fault.text) + ": " + *problem);
 }
 
 std::string to_string(Phase phase) { return std::string(kPhaseNames.at(static_cast<std::size_t>(phase))); }

@@ -527,26 +527,62 @@ std::string Runtime::Impl::store_prefix() const {
 
 void Runtime::Impl::finish_loop() {
     device.finalize(device_step());
+    const std::int64_t last = cfg.job.steps - 1;
+    faults.at(last, config::Phase::loop_end);
     guarded([&] {
         if (protection) protection->wait();
         if (checkpointer) checkpointer->finish();
         ft::check(MPI_Barrier(membership.work.get()), "MPI_Barrier(end of loop)", membership.work);
     });
+    // A failure at the end of the loop (a role died after the last sync point, and its groups'
+    // peers abandoned the step while the others got here) is repaired like one in a step: the
+    // caller recovers and the last step runs again. Nothing below has happened yet.
+    if (abandoned) return;
     const std::size_t shm_bytes = protection ? protection->host_bytes() : 0;
     const auto snapshot = protection ? protection->last_snapshot() : ft::SnapshotTiming{};
     const auto totals = protection ? protection->total_snapshots() : ft::SnapshotTiming{};
     const std::size_t snapshots = protection ? protection->snapshot_count() : 0;
     protection.reset();
-    if (!abandoned && membership.role_index == 0) emit_job_stats(shm_bytes, snapshot, totals, snapshots);
-    if (!abandoned && membership.role_index == 0) {
+    if (membership.role_index == 0) {
+        emit_job_stats(shm_bytes, snapshot, totals, snapshots);
         try {
             spare_pool.release_all(membership.universe);
         } catch (const Error& e) {
             log(std::string("could not release the hot spares: ") + e.what());
         }
     }
-    if (abandoned) return;  // a failure at the very end: leave the segments to the launcher
-    remove_node_snapshots();
+    // The snapshot segments stay until the job has ended (finish_job): a failure in the trainer's
+    // code after the loop is repaired by a warm relaunch from them.
+    loop_finished = true;
+    faults.at(last, config::Phase::after_loop);
+}
+
+void Runtime::Impl::finish_job() {
+    if (!loop_finished || membership.role_index < 0) return;
+    const std::int64_t last = cfg.job.steps - 1;
+    faults.at(last, config::Phase::finish);
+    bool acknowledged = true;  // without a launcher nobody judges the end: the job is over
+    const ft::records::RoleFinished record{topology::role_key(coord()), static_cast<std::int32_t>(getpid()),
+                                           cfg.job.steps, ft::checksum_hex(own_state_checksum())};
+    std::fprintf(stderr, "%s\n", ft::records::event_line(record.to_json()).c_str());
+    if (heartbeat) {
+        acknowledged = heartbeat->send_final(record.to_json(), std::chrono::milliseconds(ft::kFinishedAckLimitMs));
+        if (!acknowledged)
+            log("flashrec-launch did not acknowledge this role's role_finished record within " +
+                std::to_string(ft::kFinishedAckLimitMs) + " ms; leaving anyway, and leaving the job's "
+                "snapshot segments to the launcher");
+    }
+    faults.at(last, config::Phase::finalize);
+    // The segments go once every role's record is with the launcher: then it judges the job
+    // finished whatever happens next. One decision for all (an agreement survives failures).
+    int everyone = acknowledged ? 1 : 0;
+    try {
+        everyone = membership.work.agree(everyone, deadline());
+    } catch (const Error& e) {
+        log(std::string("the end-of-job agreement failed (") + e.what() + "); the snapshot segments stay");
+        everyone = 0;
+    }
+    if (everyone) remove_node_snapshots();
 }
 
 void Runtime::Impl::remove_node_snapshots() {
@@ -635,8 +671,11 @@ Runtime::~Runtime() {
     // their lifetime (a warm relaunch may need them); a SIGKILLed process leaves them in any case
     // (flashrec-snapshots remove <job>). docs/limitations.md.
     auto& im = *impl_;
-    if (std::uncaught_exceptions() == 0 || im.heartbeat || im.membership.role_index < 0 || !im.loop_started)
+    if (std::uncaught_exceptions() == 0) {
+        im.finish_job();
         return;
+    }
+    if (im.heartbeat || im.membership.role_index < 0 || !im.loop_started) return;
     try {
         const std::string me = topology::role_key(im.coord());
         im.retire_protection();
@@ -743,21 +782,25 @@ std::string Runtime::snapshot_copier() const {
     return im.protection->setup().copier->kind();
 }
 
-std::string Runtime::state_checksum() {
-    auto& im = *impl_;
-    const auto& buffers = im.state.buffers();
+std::uint64_t Runtime::Impl::own_state_checksum() {
+    const auto& buffers = state.buffers();
     std::vector<std::uint64_t> parts;
     for (std::size_t i = 0; i < buffers.size(); ++i) {
         const ProtectedBuffer& b = buffers[i];
         parts.push_back(ft::checksum(b.name.data(), b.name.size()));
         if (b.device >= 0) {
-            const std::vector<std::byte> host = im.read_device_buffer(i);
+            const std::vector<std::byte> host = read_device_buffer(i);
             parts.push_back(ft::checksum(host.data(), host.size()));
         } else {
             parts.push_back(ft::checksum(b.data, b.bytes));
         }
     }
-    const std::uint64_t mine = ft::checksum(parts.data(), parts.size() * sizeof(std::uint64_t));
+    return ft::checksum(parts.data(), parts.size() * sizeof(std::uint64_t));
+}
+
+std::string Runtime::state_checksum() {
+    auto& im = *impl_;
+    const std::uint64_t mine = im.own_state_checksum();
     std::vector<std::uint64_t> all(static_cast<size_t>(im.membership.work.size()));
     ft::check(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, im.membership.work.get()),
               "MPI_Allgather(state checksum)", im.membership.work);
@@ -803,27 +846,29 @@ std::int64_t Runtime::loop_start() {
 
 std::int64_t Runtime::loop_next(std::int64_t index) {
     auto& im = *impl_;
-    if (im.abandoned) {
-        im.recover();
-        if (im.membership.role_index >= 0 && im.last_recovery && im.last_recovery->plan.initial)
-            im.protect_first_version();
-        im.enter(Phase::forward, im.step);
-        return im.step;
+    if (!im.abandoned) {
+        if (im.last_recovery) im.emit_recovery_record();  // the first step after a repair is done
+        const auto now = Clock::now();
+        im.stats.step_ms.push_back(std::chrono::duration<double, std::milli>(now - im.stats.step_start).count());
+        im.stats.step_start = now;
+        im.step = index + 1;
+        if (im.step >= im.cfg.job.steps) {
+            im.finish_loop();
+            if (!im.abandoned) return im.step;
+        } else {
+            if (im.protection) {
+                // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
+                if (im.state.has_device_buffers()) im.protection->setup().copier->state_ready(im.device.stream());
+                im.protection->start_snapshot(im.step, im.membership.epoch);
+            }
+            im.enter(Phase::forward, im.step);
+            return im.step;
+        }
     }
-    if (im.last_recovery) im.emit_recovery_record();  // the first step after a repair is done
-    const auto now = Clock::now();
-    im.stats.step_ms.push_back(std::chrono::duration<double, std::milli>(now - im.stats.step_start).count());
-    im.stats.step_start = now;
-    im.step = index + 1;
-    if (im.step >= im.cfg.job.steps) {
-        im.finish_loop();
-        return im.step;
-    }
-    if (im.protection) {
-        // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
-        if (im.state.has_device_buffers()) im.protection->setup().copier->state_ready(im.device.stream());
-        im.protection->start_snapshot(im.step, im.membership.epoch);
-    }
+    // This step, or the end of the loop, was abandoned: repair, then go on from the version restored.
+    im.recover();
+    if (im.membership.role_index >= 0 && im.last_recovery && im.last_recovery->plan.initial)
+        im.protect_first_version();
     im.enter(Phase::forward, im.step);
     return im.step;
 }

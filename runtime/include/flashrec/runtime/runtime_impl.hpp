@@ -132,8 +132,15 @@ struct Runtime::Impl {
     void revoke_all() noexcept;
     // (Re)starts protection for the current topology; snapshot `version` of the live state.
     void start_protection(std::int64_t version);
-    // The loop ended: last snapshot committed, segments of this job on this node removed.
+    // The loop's end: every role got here alive (else the step is abandoned and the caller
+    // recovers), job_stats sent, hot spares released. The segments stay (finish_job).
     void finish_loop();
+    bool loop_finished = false;
+    // From the destructor, after the trainer's code: this role's role_finished record to the
+    // launcher, and once every role's is acknowledged, this node's segments removed.
+    void finish_job();
+    // This role's protected state in one hash (each buffer's name and bytes), no MPI.
+    std::uint64_t own_state_checksum();
     void remove_node_snapshots();          // this node's segments of the job, by one process
     [[noreturn]] void checkpoint_and_leave();  // FLASHREC_CHECKPOINT_AND_EXIT after a relaunch
     // Runs an MPI collective of this step; on a process failure or revoke, abandons the step.
