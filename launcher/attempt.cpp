@@ -119,7 +119,6 @@ Child spawn_child(const std::vector<std::string>& argv, const std::vector<std::s
 void Attempt::reaped(int wait_status) {
     exited = true;
     status = wait_status;
-    exit_time = Clock::now();
     child.reaped();
 }
 

@@ -6,12 +6,10 @@
 
 #include <chrono>
 #include <functional>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "launch_plan.hpp"
 #include "rank_output.hpp"
 
 namespace flashrec::launcher {
@@ -62,29 +60,16 @@ private:
 // Throws flashrec::Error if it cannot be started.
 Child spawn_child(const std::vector<std::string>& argv, const std::vector<std::string>& env);
 
+// One start of mpirun as the shell holds it: the child and its output. What the attempt means
+// for the job (its index, kind, start) is the core's (job_view.hpp, CurrentAttempt).
 struct Attempt {
     using Clock = std::chrono::steady_clock;
     using LineSink = std::function<void(const std::string& line, bool is_err)>;
 
-    int index = 0;
-    std::string kind;  // initial | warm_relaunch | cold_restart
-    LaunchKind launch;
-    std::vector<std::string> argv;
     Child child;
-    Clock::time_point start;
     bool exited = false;
     int status = 0;
-    Clock::time_point exit_time;
     LineSplitter out_lines, err_lines;
-    bool all_registered = false;
-    Clock::time_point registered_at;
-    bool in_loop = false;
-    Clock::time_point in_loop_at;
-    bool ever_registered = false;
-    bool job_stats_seen = false;
-    bool progressed = false;  // a step completed in this attempt
-    std::optional<Clock::time_point> ranks_gone_since;  // every rank said BYE or was lost
-    bool mpirun_ended_by_launcher = false;
 
     // mpirun was reaped with this wait status.
     void reaped(int wait_status);

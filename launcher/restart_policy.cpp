@@ -4,7 +4,7 @@
 
 #include "flashrec/ft/contract.hpp"
 #include "processes.hpp"
-#include "supervisor.hpp"
+#include "exit_codes.hpp"
 
 namespace flashrec::launcher {
 

@@ -1,0 +1,284 @@
+#include "incident_book.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+
+#include "failure_step.hpp"
+#include "flashrec/ft/contract.hpp"
+
+namespace flashrec::launcher {
+
+namespace {
+using std::chrono::milliseconds;
+constexpr auto kLostSettle = milliseconds(300);  // wait for a dying rank's last words
+// A rank whose control connection was cut while its process lives gets this long to reconnect
+// before the cut counts as a failure.
+constexpr auto kReconnectWait = milliseconds(5000);
+
+std::string tier_text(const Rule& rule) { return rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""; }
+}  // namespace
+
+Incident& IncidentBook::add(Incident inc, Now now, Effects& fx) {
+    inc.id = static_cast<int>(incidents_.size()) + 1;
+    inc.at = now.steady;
+    if (!inc.rule) inc.rule = &classify(inc.obs);
+    log(fx, "failure", failure_record(inc, mpi_errors_));
+    note_failure(now.steady);
+    incidents_.push_back(std::move(inc));
+    return incidents_.back();
+}
+
+void IncidentBook::new_attempt() {
+    exit_requests_.clear();
+    pending_lost_.clear();
+    pending_stalls_.clear();
+    recovery_notes_.clear();
+    first_failure_.reset();
+    loop_ended_ = false;
+}
+
+bool IncidentBook::repairing(int attempt) const {
+    return !pending_lost_.empty() || std::any_of(incidents_.begin(), incidents_.end(), [&](const Incident& i) {
+               return i.attempt == attempt && i.rule->tier == 1 && !i.recovered;
+           });
+}
+
+int IncidentBook::requested_exit_code() const {
+    int code = 0;
+    for (const auto& [pid, c] : exit_requests_) code = std::max(code, c);
+    return code;
+}
+
+std::vector<int> IncidentBook::pending_lost_pids() const {
+    std::vector<int> pids;
+    for (const auto& p : pending_lost_) pids.push_back(p.incident.pid);
+    return pids;
+}
+
+std::int64_t IncidentBook::step_of(int pid, std::int64_t last_step_tag, std::int64_t last_step) const {
+    const auto fired = faults_fired_.find(pid);
+    return failure_step(fired != faults_fired_.end() ? std::optional(fired->second.step) : std::nullopt, last_step_tag,
+                        last_step);
+}
+
+double IncidentBook::since_injection_ms(int pid, WallTime at) const {
+    const auto f = faults_fired_.find(pid);
+    return f == faults_fired_.end() ? -1 : static_cast<double>(unix_ms(at) * 1000 - f->second.unix_us) / 1000.0;
+}
+
+void IncidentBook::on(const ft::records::FaultInjected& fault) {
+    // The real cause of the rank's end (a kill, an exit code, a stop) and the time it fired.
+    fired_texts_.insert(fault.fault);
+    faults_fired_[fault.pid] = fault;
+}
+
+void IncidentBook::on(const ft::records::EndingJob& ending) {
+    // A rank ends the job on purpose and says with which exit code (the runtime's named codes:
+    // 75 relaunch, 76 state lost in memory, 77 no spare); anything else counts as 1.
+    int code = ending.exit_code;
+    if (code != ft::kExitForRelaunch && code != ft::kExitStateLost && code != ft::kExitNoSpare) code = 1;
+    if (ending.pid > 0) exit_requests_[ending.pid] = code;
+}
+
+void IncidentBook::on(const DeviceError& error, const JobView& job, Now now, Effects& fx) {
+    Incident i;
+    i.attempt = job.attempt.index;
+    i.obs = {Observed::device_error, 0};
+    i.role = error.source;
+    i.detail = error.text;
+    add(std::move(i), now, fx);
+}
+
+std::optional<ForcedDeath> IncidentBook::on(const RankHung& hung, const JobView& job, NodeWatch& nodes, Now now,
+                                            Effects& fx) {
+    const auto& inc = hung.incident;
+    if (job.old_pids.count(inc.pid) || job.torn_down() || job.interrupt_signal) return std::nullopt;
+    if (hung.outcome == KillOutcome::pending) {
+        // A rank that waited a long time behind a hung peer (in the all-reduce) looks stalled for
+        // the moment between the others' first heartbeat after the repair and its own. Confirm
+        // the stall over a few heartbeat periods before killing it.
+        pending_stalls_.push_back({hung, now.steady + stall_confirm_});
+        return std::nullopt;
+    }
+    if (hung.outcome == KillOutcome::killed) killed_pids_.insert(inc.pid);
+    return confirmed_hang(hung, job, nodes, now, fx);
+}
+
+std::optional<ForcedDeath> IncidentBook::confirmed_hang(const RankHung& hung, const JobView& job, NodeWatch& nodes,
+                                                        Now now, Effects& fx) {
+    const auto& inc = hung.incident;
+    Incident i;
+    i.attempt = job.attempt.index;
+    i.obs = {inc.reason == IncidentReason::stalled ? Observed::hang_stalled : Observed::hang_no_heartbeat, 0};
+    i.role = inc.role;
+    i.pid = inc.pid;
+    i.node = nodes.book().node_of_rank(job.layout, inc.hostname, inc.role);
+    if (i.node.empty() && is_spare_role(inc.role)) i.node = job.layout.spare_node;
+    i.hang = true;
+    i.kill = hung.outcome;
+    i.step = step_of(inc.pid, inc.last_step_tag, job.last_step);
+    i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
+    i.since_injection_ms = since_injection_ms(inc.pid, hung.decided);
+    i.detail = std::string(to_string(inc.reason)) + ", last step tag " + std::to_string(inc.last_step_tag) + "; " +
+               std::string(to_string(hung.outcome));
+    const Incident& recorded = add(i, now, fx);
+    log(fx, "hang_kill",
+        {{"incident", recorded.id},
+         {"role", inc.role},
+         {"pid", inc.pid},
+         {"hostname", inc.hostname},
+         {"result", to_string(hung.outcome)},
+         {"signal", "SIGKILL"},
+         {"detection_latency_ms", inc.detection_latency.count()},
+         {"since_injection_ms",
+          recorded.since_injection_ms >= 0 ? nlohmann::json(round3(recorded.since_injection_ms)) : nlohmann::json(nullptr)}});
+    say(fx, "FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) + ") hung (" +
+                std::string(to_string(inc.reason)) + " for " + human_ms(recorded.detection_latency_ms) +
+                (recorded.since_injection_ms >= 0 ? ", " + human_ms(recorded.since_injection_ms) + " after the fault" : "") +
+                ") -> " +
+                (hung.outcome == KillOutcome::killed ? "killed with SIGKILL"
+                                                     : "NOT killed: " + std::string(to_string(hung.outcome))) +
+                ", " + std::string(recorded.rule->classification) + " (tier " + std::to_string(recorded.rule->tier) + ")");
+
+    // A whole node silent at once is a node failure, not a process failure.
+    if (i.node.empty()) return std::nullopt;
+    const int on_node = i.node == job.layout.spare_node ? 0 : job.layout.ranks_on_node(i.node);
+    const bool all_silent = silent_nodes_.observe(i.node, inc.role, now.steady, on_node);
+    const bool remote = hung.outcome == KillOutcome::remote;
+    // A rank on another host cannot be killed from here: its node has to go, whatever the other
+    // ranks there do.
+    if (!(remote && job.layout.slurm) && !all_silent) return std::nullopt;
+    Incident n;
+    n.attempt = job.attempt.index;
+    n.obs = {remote ? Observed::node_silent_remote : Observed::node_silent_local, 0};
+    n.role = "*";
+    n.node = i.node;
+    n.detail = "all " + std::to_string(on_node) + " ranks of " + i.node + " went silent within " +
+               human_ms(static_cast<double>(silent_nodes_.window().count()));
+    const Incident& node_inc = add(n, now, fx);
+    say(fx, "FAILURE #" + std::to_string(node_inc.id) + ": node " + i.node + " silent -> " +
+                std::string(node_inc.rule->classification) + ", " + std::string(to_string(node_inc.rule->action)));
+    silent_nodes_.clear(i.node);
+    if (node_inc.rule->action != Action::replace_node) return std::nullopt;
+    if (job.layout.slurm) nodes.book().mark_lost(i.node);
+    if (job.mpirun_gone()) return std::nullopt;
+    return ForcedDeath{n.obs, n.detail, first_failure_.value_or(now.steady)};
+}
+
+void IncidentBook::on(const RankLost& lost, const JobView& job, Now now, Effects& fx) {
+    const auto& inc = lost.incident;
+    if (job.old_pids.count(inc.pid) || job.mpirun_gone()) return;
+    if (job.interrupt_signal) return;  // we asked the job to stop: its ranks leaving is no failure
+    if (killed_pids_.count(inc.pid)) {
+        log(fx, "kill_confirmed", {{"role", inc.role}, {"pid", inc.pid}});
+        return;
+    }
+    if (is_spare_role(inc.role) && (loop_ended_ || released_pids_.count(inc.pid))) {
+        // A parked spare leaves without BYE when the job releases it at the end (the leader's
+        // job_stats comes just before the release).
+        log(fx, "spare_released", {{"role", inc.role}, {"pid", inc.pid}});
+        return;
+    }
+    note_failure(now.steady);
+    pending_lost_.push_back({inc, now.steady, now.wall});
+}
+
+void IncidentBook::on_recovery(const ft::records::Recovery& r, const std::string& by, const JobView& job,
+                               NodeWatch& nodes, std::int64_t steps_done, Now now, Effects& fx) {
+    const std::set<std::string> failed(r.failed_roles.begin(), r.failed_roles.end());
+    // Under Slurm the node a rank died on is not used again (docs/slurm.md): drained now, its
+    // other ranks moved off it at the next relaunch. (The role may already run elsewhere: the
+    // node is the one its incident names. An incident still to come, its connection not yet
+    // reported closed, does this itself.)
+    for (const auto& inc : incidents_)
+        if (job.layout.slurm && inc.attempt == job.attempt.index && failed.count(inc.role) && !inc.node.empty())
+            nodes.fail(inc.node, inc.rule->classification, steps_done, fx);
+    for (auto& inc : incidents_)
+        if (!inc.recovered && inc.attempt == job.attempt.index && failed.count(inc.role)) {
+            inc.recovered = true;
+            inc.recovered_by = by;
+            inc.recovery_ms = r.total_ms;
+        }
+    recovery_notes_.push_back({failed, now.steady, by, r.total_ms});
+    progressed();
+}
+
+void IncidentBook::on_tick(const JobView& job, NodeWatch& nodes, std::int64_t steps_done, Now now, Effects& fx) {
+    for (auto it = pending_stalls_.begin(); it != pending_stalls_.end();) {
+        if (now.steady < it->until && !job.mpirun_gone()) {
+            ++it;
+            continue;
+        }
+        const RankIncident inc = it->hung.incident;
+        it = pending_stalls_.erase(it);
+        if (job.old_pids.count(inc.pid) || job.mpirun_gone()) continue;
+        const RankInfo* info = job.rank(inc.role);
+        if (!info || info->pid != inc.pid || !info->hung || info->status != RankStatus::active) {
+            log(fx, "stall_cleared", {{"role", inc.role},
+                                      {"pid", inc.pid},
+                                      {"last_step_tag", inc.last_step_tag},
+                                      {"step_tag_now", info ? nlohmann::json(info->step_tag) : nlohmann::json(nullptr)},
+                                      {"confirm_ms", stall_confirm_.count()}});
+            continue;
+        }
+        fx.emplace_back(KillRank{inc});  // comes back as a RankHung with the kill's outcome
+    }
+    std::erase_if(pending_lost_, [&](const PendingLost& lost) { return settle(lost, job, nodes, steps_done, now, fx); });
+}
+
+bool IncidentBook::settle(const PendingLost& lost, const JobView& job, NodeWatch& nodes, std::int64_t steps_done,
+                          Now now, Effects& fx) {
+    const auto& inc = lost.incident;
+    // A rank whose connection was cut but whose process lives reconnects (HELLO again): that is
+    // no failure (issue 15, case 4). A visibly live local process gets time for it.
+    if (const RankInfo* info = job.rank(inc.role); info && info->pid == inc.pid && info->status == RankStatus::active) {
+        log(fx, "rank_reconnected",
+            {{"role", inc.role}, {"pid", inc.pid}, {"after_ms", round3(ms_between(lost.seen, now.steady))}});
+        return true;
+    }
+    const auto waited = now.steady - lost.seen;
+    const bool settling = waited < kLostSettle || (waited < kReconnectWait && job.alive_here(inc.hostname, inc.pid));
+    if (settling && !job.mpirun_gone()) return false;
+    if (job.interrupt_signal || (job.mpirun_gone() && !exit_requests_.empty())) return true;
+    Incident i;
+    i.attempt = job.attempt.index;
+    i.obs = {Observed::connection_lost, 0};
+    if (auto e = exit_requests_.find(inc.pid); e != exit_requests_.end()) i.obs = {Observed::exit_code, e->second};
+    if (auto f = faults_fired_.find(inc.pid); f != faults_fired_.end()) {
+        // The fault's own record names the real cause.
+        const auto& fault = f->second;
+        if (fault.action == "kill") i.obs = {Observed::signal, SIGKILL};
+        else if (fault.action == "exit") i.obs = {Observed::exit_code, fault.exit_code};
+        i.since_injection_ms = since_injection_ms(inc.pid, lost.when);
+        i.detail = "fault injected: " + fault.fault;
+    }
+    i.role = inc.role;
+    i.pid = inc.pid;
+    i.node = nodes.book().node_of_rank(job.layout, inc.hostname, inc.role);
+    if (nodes.book().is_lost(i.node)) {
+        // Part of its node's loss, which is the failure on record.
+        log(fx, "rank_lost_with_node", {{"role", inc.role}, {"pid", inc.pid}, {"node", i.node}});
+        return true;
+    }
+    i.step = step_of(inc.pid, inc.last_step_tag, job.last_step);
+    i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
+    // Its recovery may already be done: the record can beat the settle time.
+    for (const auto& note : recovery_notes_)
+        if (note.at >= lost.seen && note.roles.count(inc.role)) {
+            i.recovered = true;
+            i.recovered_by = note.by;
+            i.recovery_ms = note.ms;
+        }
+    const Incident& recorded = add(i, now, fx);
+    if (job.layout.slurm && recorded.rule->tier == 1 && !recorded.node.empty())
+        nodes.fail(recorded.node, recorded.rule->classification, steps_done, fx);
+    say(fx, "FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) +
+                ") lost in step " + std::to_string(recorded.step) +
+                (recorded.since_injection_ms >= 0 ? " (" + human_ms(recorded.since_injection_ms) + " after the fault)" : "") +
+                " -> " + std::string(recorded.rule->classification) + ", " + std::string(to_string(recorded.rule->action)) +
+                tier_text(*recorded.rule));
+    return true;
+}
+
+}  // namespace flashrec::launcher

@@ -1,0 +1,186 @@
+#include "job_progress.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace flashrec::launcher {
+
+namespace {
+using std::chrono::milliseconds;
+constexpr auto kProgressEvery = std::chrono::seconds(1);
+// Once every rank of an attempt said BYE or was lost, mpirun has this long to exit by itself;
+// then the launcher ends it (PRRTE was seen waiting 125 s and more on ranks that were gone).
+constexpr auto kMpirunEndGrace = milliseconds(10000);
+
+bool in_step_loop(ft::wire::Phase p) {
+    using ft::wire::Phase;
+    return p == Phase::compute || p == Phase::grad_sync || p == Phase::commit_wait || p == Phase::optimizer;
+}
+}  // namespace
+
+std::map<std::string, const RankInfo*> current_ranks(const std::vector<RankInfo>& ranks, SteadyTime attempt_start) {
+    std::map<std::string, const RankInfo*> current;
+    for (const auto& r : ranks)
+        if (r.registered_at >= attempt_start) current[r.role] = &r;
+    return current;
+}
+
+void JobProgress::new_attempt(SteadyTime start) {
+    attempt_start_ = start;
+    progressed_ = false;
+    rate_window_.clear();
+    tag_steps_ = 0;
+    last_tags_.clear();
+    last_progress_time_ = start;
+    all_registered_ = in_loop_ = false;
+    ranks_gone_since_.reset();
+    finished_.clear();
+}
+
+void JobProgress::on(const ft::records::Step& s, Now now) {
+    if (s.loss) last_loss_ = *s.loss;
+    if (s.step > last_step_ || !progressed_) {
+        if (s.step >= 0) last_step_ = s.step;
+        progressed_ = true;
+    }
+    rate_window_.emplace_back(now.steady, s.step);
+    while (rate_window_.size() > 2 && now.steady - rate_window_.front().first > std::chrono::seconds(5))
+        rate_window_.pop_front();
+    last_progress_time_ = now.steady;
+}
+
+bool JobProgress::finished(const std::vector<std::string>& active_roles) const {
+    return !active_roles.empty() && std::all_of(active_roles.begin(), active_roles.end(), [&](const std::string& role) {
+        const auto it = finished_.find(role);
+        return it != finished_.end() && it->second == cfg_.job.steps;
+    });
+}
+
+JobProgress::Change JobProgress::observe(const std::map<std::string, const RankInfo*>& current, const JobView& job,
+                                         Now now, Effects& fx) {
+    Change change;
+    bool all_registered = true, all_in_loop = true;
+    for (const auto& role : job.layout.active_roles) {
+        const auto it = current.find(role);
+        if (it == current.end()) {
+            all_registered = all_in_loop = false;
+            break;
+        }
+        const RankInfo& r = *it->second;
+        if (!(in_step_loop(r.phase) || r.phase == ft::wire::Phase::recovery ||
+              (r.status != RankStatus::active && r.step_tag > 0)))
+            all_in_loop = false;
+    }
+    if (all_registered && !all_registered_) {
+        all_registered_ = change.all_registered = true;
+        registered_at_ = now.steady;
+    }
+    if (all_registered && all_in_loop && !in_loop_) {
+        in_loop_ = change.in_loop = true;
+        log(fx, "job_running", {{"attempt", job.attempt.index},
+                                {"kind", job.attempt.kind},
+                                {"startup_ms", round3(ms_between(attempt_start_, now.steady))},
+                                {"registered_ms", round3(ms_between(attempt_start_, registered_at_))}});
+    }
+    if (all_registered) {
+        std::int64_t least = -1;
+        for (const auto& role : job.layout.active_roles) {
+            const std::int64_t tag = current.at(role)->step_tag;
+            if (tag >= 0) least = least < 0 ? tag : std::min(least, tag);
+        }
+        if (least >= 0) tag_steps_ = least;
+    }
+    // Job-level stall: no active role's step tag moved for the stall limit. A stretch in which
+    // the launcher itself did not run (as the controller, RankTracker::check) does not count.
+    if (last_stall_check_ != SteadyTime{} && now.steady - last_stall_check_ > milliseconds(cfg_.detection.hang_timeout_ms / 2))
+        last_progress_time_ = std::min(now.steady, last_progress_time_ + (now.steady - last_stall_check_));
+    last_stall_check_ = now.steady;
+    for (const auto& role : job.layout.active_roles)
+        if (const auto it = current.find(role); it != current.end()) {
+            auto& last = last_tags_[role];
+            if (it->second->step_tag != last) {
+                last = it->second->step_tag;
+                last_progress_time_ = now.steady;
+            }
+        }
+    check_ranks_gone(job, now, change, fx);
+    const auto& rc = cfg_.recovery;
+    const auto stall_limit = milliseconds(std::max<std::int64_t>(2LL * cfg_.detection.hang_timeout_ms,
+                                                                 (rc.max_epochs * 6LL + 1) * rc.phase_deadline_ms));
+    if (in_loop_ && job.phase == JobPhase::running && now.steady - last_progress_time_ > stall_limit) {
+        const std::string detail = "no role's step tag moved for " +
+                                   human_ms(ms_between(last_progress_time_, now.steady)) + " (limit " +
+                                   human_ms(static_cast<double>(stall_limit.count())) + ")";
+        change.stalled = ForcedDeath{{Observed::job_stalled, 0}, detail, last_progress_time_};
+        say(fx, "the job is stalled: " + detail + "; ending it");
+    }
+    return change;
+}
+
+void JobProgress::check_ranks_gone(const JobView& job, Now now, Change& change, Effects& fx) {
+    // A bounded end (issue 15, case 10): every process of this attempt that ever registered has
+    // left (BYE) or was lost, and the roles were all there once; mpirun gets kMpirunEndGrace.
+    if (!all_registered_ || job.phase != JobPhase::running) return;
+    bool any = false, all_gone = true;
+    for (const auto& r : job.ranks) {
+        if (r.registered_at < attempt_start_) continue;
+        any = true;
+        if (r.status == RankStatus::active) all_gone = false;
+        // A lost connection is not a dead process: where the process can be seen, it must be gone.
+        if (r.status == RankStatus::lost && job.alive_here(r.hostname, r.pid)) all_gone = false;
+    }
+    if (!any || !all_gone) {
+        ranks_gone_since_.reset();
+        return;
+    }
+    if (!ranks_gone_since_) ranks_gone_since_ = now.steady;
+    if (now.steady - *ranks_gone_since_ < kMpirunEndGrace) return;
+    change.mpirun_lingers = true;
+    log(fx, "mpirun_lingered", {{"attempt", job.attempt.index},
+                                {"pid", job.attempt.pid},
+                                {"grace_ms", kMpirunEndGrace.count()},
+                                {"since_last_rank_ms", round3(ms_between(*ranks_gone_since_, now.steady))}});
+    say(fx, "every rank has left, but mpirun (pid " + std::to_string(job.attempt.pid) + ") did not exit within " +
+                human_ms(static_cast<double>(kMpirunEndGrace.count())) + "; ending it");
+}
+
+double JobProgress::step_seconds() const {
+    if (rate_window_.size() < 2) return 0;
+    const double dt = ms_between(rate_window_.front().first, rate_window_.back().first) / 1000;
+    const auto ds = rate_window_.back().second - rate_window_.front().second;
+    return dt >= 0.25 && ds > 0 ? dt / static_cast<double>(ds) : 0;
+}
+
+std::string JobProgress::rate_text() const {
+    // Step records arrive in batches: a rate needs a window of some length to mean anything.
+    const double seconds = step_seconds();
+    if (seconds <= 0) return "-";
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.1f", 1.0 / seconds);
+    return rate;
+}
+
+double JobProgress::median_step_ms() const {
+    if (rate_window_.size() < 2) return 0;
+    const double dt = ms_between(rate_window_.front().first, rate_window_.back().first);
+    const auto ds = rate_window_.back().second - rate_window_.front().second;
+    return ds > 0 ? dt / static_cast<double>(ds) : 0;
+}
+
+std::optional<std::string> JobProgress::progress_line(bool force, Now now, int spares, const std::string& last_recovery) {
+    if (!cfg_.logging.progress && !force) return std::nullopt;
+    if (force && last_step_ == last_printed_step_) return std::nullopt;
+    if (!force && (now.steady - last_print_ < kProgressEvery || last_step_ == last_printed_step_)) return std::nullopt;
+    if (last_step_ < 0 && !force) return std::nullopt;
+    last_print_ = now.steady;
+    last_printed_step_ = last_step_;
+    char loss[32] = "-";
+    if (!std::isnan(last_loss_)) std::snprintf(loss, sizeof loss, "%.6g", last_loss_);
+    char line[512];
+    std::snprintf(line, sizeof line, "step %lld/%lld  loss %s  %s steps/s  spares %d  last recovery: %s",
+                  static_cast<long long>(steps_completed()), static_cast<long long>(cfg_.job.steps), loss,
+                  rate_text().c_str(), spares, last_recovery.c_str());
+    return std::string(line);
+}
+
+}  // namespace flashrec::launcher

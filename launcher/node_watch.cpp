@@ -1,0 +1,89 @@
+#include "node_watch.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace flashrec::launcher {
+
+namespace {
+// PRRTE's daemon may die on the spare node after a spawn there (docs/slurm.md, "Traps").
+constexpr auto kSpawnDaemonGrace = std::chrono::milliseconds(10000);
+}  // namespace
+
+bool NodeWatch::on(const DaemonLost& lost, const JobView& job, bool repairing, std::int64_t steps_done, Now now,
+                   Effects& fx) {
+    const std::string node = book_.node_of_host(lost.host);
+    if (node.empty() || book_.is_lost(node) || book_.given_up(node) || job.torn_down()) return false;
+    const bool just_spawned = last_spawn_.first == job.attempt.index && now.steady - last_spawn_.second < kSpawnDaemonGrace;
+    if (node == job.layout.spawn_host() && (repairing || just_spawned)) {
+        // PRRTE 3.0.13 sometimes loses (or crashes) its daemon on the node a replacement is being
+        // (or was just) spawned onto. The node itself is fine: the relaunch that follows puts the
+        // replacement there all the same. Were the node really gone, that relaunch would lose it
+        // again, this time as a node loss.
+        log(fx, "spawn_daemon_lost", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", lost.evidence}});
+        say(fx, "mpirun lost its daemon on spare node " + node + " while or just after spawning a replacement there: " +
+                    "the MPI job ends; the relaunch puts the replacement on " + node);
+        return false;
+    }
+    book_.mark_lost(node);
+    log(fx, "node_lost", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", lost.evidence}, {"step", steps_done}});
+    say(fx, "FAILURE: node " + node + " lost: " + lost.evidence);
+    return true;
+}
+
+void NodeWatch::fail(const std::string& node, std::string_view classification, std::int64_t steps_done, Effects& fx) {
+    if (!book_.give_up(node) || !plan_.allocation) return;
+    if (!plan_.cfg.slurm.drain_on_failure) {
+        log(fx, "drain_skipped", {{"node", node}, {"why", "slurm.drain_on_failure is false"}});
+        return;
+    }
+    fx.emplace_back(Drain{node, slurm::drain_reason(plan_.cfg.slurm.drain_reason, std::string(classification), steps_done,
+                                                    node, plan_.allocation->job_id)});
+}
+
+Layout NodeWatch::move_off_bad_nodes(const Layout& layout, LaunchKind& kind, const nlohmann::json& reason,
+                                     Effects& fx) const {
+    const std::set<std::string> gone = book_.given_up_in(layout);
+    if (gone.empty()) return layout;
+    const Relayout r = replace_nodes(layout, gone);
+    nlohmann::json replaced = nlohmann::json::array();
+    for (const auto& [from, to] : r.replaced) {
+        replaced.push_back({{"node", from}, {"spare_node", to}});
+        say(fx, "spare node " + to + " takes the ranks of " + from);
+    }
+    const std::string& policy = plan_.cfg.slurm.when_spares_exhausted;
+    if (!r.doubled_up.empty()) {
+        std::string nodes;
+        for (const auto& n : r.doubled_up) nodes += (nodes.empty() ? "" : ", ") + n;
+        kind.checkpoint_and_exit = policy == "checkpoint-and-requeue" && kind.relaunch;
+        say(fx, "no spare node left for " + nodes + ": slurm.when_spares_exhausted = " + policy + ": its ranks " +
+                    (kind.checkpoint_and_exit
+                         ? "join the other nodes just long enough to write an HDF5 checkpoint, then the job is requeued"
+                         : "run on the other nodes from now on (same results, slower steps)"));
+    }
+    log(fx, "relayout", {{"reason", reason},
+                         {"bad_nodes", gone},
+                         {"replaced", replaced},
+                         {"doubled_up", r.doubled_up},
+                         {"policy", r.doubled_up.empty() ? nlohmann::json(nullptr) : nlohmann::json(policy)},
+                         {"nodes", r.layout.nodes},
+                         {"spare_nodes", r.layout.reserve_nodes}});
+    return r.layout;
+}
+
+void NodeWatch::follow_replacements(Layout& layout, const std::map<std::string, const RankInfo*>& current,
+                                    Effects& fx) const {
+    if (!layout.slurm) return;
+    for (auto& p : layout.processes) {
+        const auto it = current.find(p.role);
+        if (p.spare || it == current.end()) continue;
+        const std::string node = book_.node_of_host(it->second->hostname);
+        if (node.empty() || node == p.node) continue;
+        log(fx, "role_moved", {{"role", p.role}, {"from", p.node}, {"to", node}, {"pid", it->second->pid}});
+        say(fx, p.role + " now runs on " + node + " (was " + p.node + ")");
+        p.node = node;
+        std::erase(layout.reserve_nodes, node);
+    }
+}
+
+}  // namespace flashrec::launcher

@@ -1,0 +1,103 @@
+#include "restart_tracker.hpp"
+
+#include <algorithm>
+
+namespace flashrec::launcher {
+
+namespace {
+constexpr auto kRecordWait = std::chrono::milliseconds(2000);  // the ranks' own tier-2 record after resuming
+}  // namespace
+
+int RestartTracker::begin(const RestartStart& start, Now now) {
+    Current c;
+    c.start = start;
+    c.number = start.kind == Restart::warm_relaunch ? ++warm_used_ : ++cold_used_;
+    c.died = now.wall - std::chrono::duration_cast<WallClock::duration>(now.steady - start.first_evidence);
+    current_ = std::move(c);
+    return current_->number;
+}
+
+void RestartTracker::registered(double launch_ms) {
+    if (pending()) current_->launch_ms = launch_ms;
+}
+
+void RestartTracker::back_in_loop(double restore_ms, Now now) {
+    if (!pending() || current_->resumed_at) return;
+    current_->restore_ms = restore_ms;
+    current_->resumed_at = now.steady;
+}
+
+void RestartTracker::on_step(Now now) {
+    if (!pending()) return;
+    // A step needs every role: they are back in the loop even if no tick saw them there (a
+    // relaunch whose few remaining steps ran between two looks once left its record without total_ms).
+    if (!current_->resumed_at) current_->resumed_at = now.steady;
+    else if (!current_->first_step_at) current_->first_step_at = now.steady;
+}
+
+bool RestartTracker::take_rank_record(const nlohmann::json& record) {
+    if (!wants_rank_record()) return false;
+    current_->rank_record = record;
+    return true;
+}
+
+std::optional<RestartDone> RestartTracker::on_tick(int attempt, Now now, Effects& fx) {
+    if (!pending() || !current_->resumed_at) return std::nullopt;
+    if ((current_->rank_record && current_->first_step_at) || now.steady - *current_->resumed_at > kRecordWait)
+        return finalize(false, attempt, now, fx);
+    return std::nullopt;
+}
+
+std::optional<RestartDone> RestartTracker::finalize(bool failed, int attempt, Now now, Effects& fx) {
+    if (!pending()) return std::nullopt;
+    auto& r = *current_;
+    r.logged = true;
+    if (!failed && !r.resumed_at) r.resumed_at = now.steady;
+    const bool warm = r.start.kind == Restart::warm_relaunch;
+    const double detect_ms = std::max(0.0, ms_between(r.start.first_evidence, r.start.detect_end));
+    const double teardown_ms = ms_between(r.start.detect_end, r.start.teardown_end);
+    nlohmann::json phases = {{"detect", round3(detect_ms)}, {"teardown", round3(teardown_ms)}};
+    if (r.launch_ms >= 0) phases["launch"] = round3(r.launch_ms);
+    if (r.restore_ms >= 0) phases["restore"] = round3(r.restore_ms);
+    if (r.resumed_at && r.first_step_at) phases["resumed"] = round3(ms_between(*r.resumed_at, *r.first_step_at));
+    nlohmann::json fields = {{warm ? "relaunch" : "restart", r.number},
+                             {"tier", warm ? 2 : 3},
+                             {"attempt", attempt},
+                             {"reason", r.start.reason},
+                             {"outcome", failed ? "failed" : "resumed"},
+                             {"phases_ms", phases},
+                             {"steps_done_before", r.start.steps_done_before},
+                             {"died_unix_ms", unix_ms(r.died)}};
+    if (warm) fields["of"] = warm_allowed_;
+    if (r.start.checkpoint_step) fields["checkpoint_step"] = *r.start.checkpoint_step;
+    const double total = r.resumed_at ? ms_between(r.start.first_evidence, *r.resumed_at) : -1;
+    if (total >= 0) {
+        fields["total_ms"] = round3(total);
+        fields["resumed_unix_ms"] = unix_ms(r.died) + static_cast<std::int64_t>(total);
+    }
+    std::int64_t restored = -1;
+    if (r.rank_record) {
+        fields["rank_record"] = *r.rank_record;
+        restored = r.rank_record->value("recovery_version", std::int64_t{-1});
+    } else if (r.start.checkpoint_step) {
+        restored = *r.start.checkpoint_step;
+    }
+    std::int64_t replayed = 0;
+    if (restored >= 0) {
+        replayed = std::max<std::int64_t>(0, r.start.steps_done_before - restored);
+        fields["restored_version"] = restored;
+        fields["steps_replayed"] = replayed;
+    }
+    log(fx, warm ? "warm_relaunch" : "cold_restart", fields);
+    costs_.push_back({replayed, std::max(0.0, total)});
+    if (failed || total < 0) return std::nullopt;
+    RestartDone done{warm ? 2 : 3, total,
+                     (warm ? "warm relaunch " : "HDF5 restart ") + std::to_string(r.number) + " in " + human_ms(total) +
+                         (restored >= 0 ? ", resumed at step " + std::to_string(restored) : std::string())};
+    say(fx, "RECOVERED (tier " + std::to_string(done.tier) + "): " + done.text + " [detect " + human_ms(detect_ms) +
+                ", teardown " + human_ms(teardown_ms) + ", launch " + human_ms(r.launch_ms) + ", restore " +
+                human_ms(r.restore_ms) + "]");
+    return done;
+}
+
+}  // namespace flashrec::launcher
