@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -85,6 +87,19 @@ std::optional<std::string> read_proc_file(const std::string& path, std::size_t m
     auto text = read_fd(fd, max_bytes);
     ::close(fd);
     return text;
+}
+
+bool process_alive(pid_t pid) {
+    pid_t ppid = 0;
+    char state = 0;
+    return pid > 0 && read_stat(pid, ppid, state) && state != 'Z' && state != 'X';
+}
+
+void remove_session_dir(pid_t mpirun) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::error_code ignored;
+    std::filesystem::remove_all(std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / ("ompi." + std::to_string(mpirun)),
+                                ignored);
 }
 
 bool read_stat(pid_t pid, pid_t& ppid, char& state) {

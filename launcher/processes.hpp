@@ -35,6 +35,12 @@ std::vector<pid_t> processes_with_env(std::string_view key, std::string_view val
 // Parent pid and state letter of `pid` from /proc/<pid>/stat; false if it is gone.
 bool read_stat(pid_t pid, pid_t& ppid, char& state);
 
+// The process exists and is neither a zombie nor dead.
+bool process_alive(pid_t pid);
+// A killed mpirun leaves its PRRTE session directory ${TMPDIR:-/tmp}/ompi.<pid> behind; a later
+// mpirun given that pid refuses to start (tools/fr-mpirun). Called once mpirun is reaped.
+void remove_session_dir(pid_t mpirun);
+
 // "exit code 75", "signal 9 (Killed)".
 std::string describe_status(int wait_status);
 

@@ -5,28 +5,23 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
-#include <deque>
-#include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <variant>
 
 #include "attempt.hpp"
 #include "controller.hpp"
 #include "flashrec/errors.hpp"
-#include "flashrec/flashrec.hpp"
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/wire.hpp"
+#include "inbox.hpp"
 #include "job_core.hpp"
+#include "job_start.hpp"
 #include "metrics.hpp"
 #include "noise_filter.hpp"
 #include "processes.hpp"
@@ -47,36 +42,6 @@ constexpr const char* kLaunchIdVar = ft::env::kLaunchId;
 
 Now now() { return {SteadyClock::now(), WallClock::now()}; }
 
-bool process_alive(pid_t pid) {
-    pid_t ppid = 0;
-    char state = 0;
-    return pid > 0 && read_stat(pid, ppid, state) && state != 'Z' && state != 'X';
-}
-
-// A killed mpirun leaves its PRRTE session directory ${TMPDIR:-/tmp}/ompi.<pid> behind; a later
-// mpirun given that pid refuses to start (tools/fr-mpirun). Called once mpirun is reaped.
-void remove_session_dir(pid_t mpirun) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::error_code ignored;
-    std::filesystem::remove_all(std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / ("ompi." + std::to_string(mpirun)),
-                                ignored);
-}
-
-// The host name as the heartbeat client writes it in HELLO (other characters become '-').
-std::string wire_hostname(std::string name) {
-    if (name.size() > ft::wire::kMaxHostnameBytes) name.resize(ft::wire::kMaxHostnameBytes);
-    for (char& c : name)
-        if (!ft::wire::valid_hostname(std::string_view(&c, 1))) c = '-';
-    return name.empty() ? "unknown" : name;
-}
-
-// What the controller's thread hands the main loop: a hung or lost rank, or a record (parsed on
-// the main loop, where a bad one is logged), with the time it was seen.
-struct Queued {
-    std::variant<RankHung, RankLost, json> what;
-    Now seen;
-};
-
 class Supervisor {
 public:
     Supervisor(const Plan& plan, const SupervisorOptions& options) : plan_(plan), options_(options) {}
@@ -88,9 +53,6 @@ public:
 private:
     void setup();
     ControllerOptions controller_options();
-    void log_layout();
-    void announce() const;
-    std::vector<std::string> child_environment(const LaunchKind& launch, const Layout& layout) const;
 
     void feed(const Input& input, Now at) { execute(core_->on(input, at)); }
     void execute(const Effects& effects);
@@ -101,7 +63,6 @@ private:
     void teardown(const std::string& why);
     void handle_line(const std::string& line, bool is_err);
     KillOutcome kill_hung(const RankIncident& incident) const;
-    void push(Queued queued);
     void drain_queue();
     void read_signals();
     void tick(std::vector<RankInfo> ranks);
@@ -122,9 +83,8 @@ private:
     JobMetrics published_metrics_;  // the core's figures, for the metrics server's thread
     std::unique_ptr<JobCore> core_;
     Attempt attempt_;  // mpirun of the current attempt and its output
-    int signal_fd_ = -1, wake_fd_ = -1;
-    std::mutex queue_mutex_;
-    std::deque<Queued> queue_;
+    Fd signals_;
+    Inbox inbox_;  // from the controller's thread
     // Drains decided but not yet run: scontrol runs from the main loop after what follows the
     // decision has started (a thread would race the loop's waitpid(-1) for scontrol's status).
     std::vector<Drain> pending_drains_;
@@ -144,27 +104,6 @@ void Supervisor::log(std::string_view event, const json& fields) {
     }
 }
 
-std::vector<std::string> Supervisor::child_environment(const LaunchKind& launch, const Layout& layout) const {
-    std::vector<std::string> env;
-    // The variables this launch sets: an inherited value must never reach the ranks.
-    static constexpr std::array<std::string_view, 8> kOurs = {
-        ft::env::kControl, ft::env::kToken,  ft::env::kLaunchId,           ft::env::kRelaunch,
-        ft::env::kResume,  ft::env::kRoleOfRank, ft::env::kCheckpointAndExit, ft::env::kSpareHost};
-    for (char** e = environ; *e; ++e) {
-        const std::string_view entry(*e);
-        const auto ours = [&](std::string_view name) {
-            return entry.size() > name.size() && entry.substr(0, name.size()) == name && entry[name.size()] == '=';
-        };
-        if (std::none_of(kOurs.begin(), kOurs.end(), ours)) env.emplace_back(entry);
-    }
-    env.push_back(std::string(ft::env::kControl) + "=" + control_endpoint_);
-    env.push_back(std::string(ft::env::kToken) + "=" + ft::wire::token_to_hex(token_));
-    env.push_back(std::string(kLaunchIdVar) + "=" + launch_id_);
-    for (const auto& [name, value] : plan_.rank_variables(launch, layout)) env.push_back(name + "=" + value);
-    if (!plan_.btl_if.empty()) env.push_back(std::string(ft::env::kBtlIf) + "=" + plan_.btl_if);
-    return env;
-}
-
 void Supervisor::setup() {
     local_host_ = wire_hostname(plan_.local_host);
     // Signals arrive through a signalfd; block them before any thread exists so that every
@@ -173,9 +112,8 @@ void Supervisor::setup() {
     sigemptyset(&set);
     for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&set, s);
     if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) throw Error("cannot block signals");
-    signal_fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (signal_fd_ < 0 || wake_fd_ < 0) throw Error(std::string("signalfd/eventfd: ") + std::strerror(errno));
+    signals_ = Fd(::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
+    if (!signals_.open()) throw Error(std::string("signalfd: ") + std::strerror(errno));
     ::signal(SIGPIPE, SIG_IGN);
     subreaper_ = become_subreaper();
     if (!subreaper_) say("warning: cannot become a child subreaper; orphaned ranks are found by their tag only");
@@ -189,38 +127,20 @@ void Supervisor::setup() {
     const auto mpirun_flags = wrapper_flags(plan_.wrapper, why);
     core_ = std::make_unique<JobCore>(plan_, local_host_, mpirun_flags, now());
 
-    const auto& cfg = plan_.cfg;
-    const auto& d = cfg.detection;
+    const auto& d = plan_.cfg.detection;
     ControllerOptions co = controller_options();
-    log("job_start", {{"job", cfg.job.name},
-                      {"run_id", launch_id_.substr(0, 8)},
-                      {"config", plan_.config_path.string()},
-                      {"program", plan_.program.string()},
-                      {"launcher_version", flashrec::version()},
-                      {"launcher_pid", ::getpid()},
-                      {"host", plan_.local_host},
-                      {"resume", options_.resume},
-                      {"faults", plan_.faults},
-                      {"steps", cfg.job.steps},
-                      {"warm_relaunches_allowed", cfg.recovery.warm_relaunches},
-                      {"checkpoint_dir", cfg.checkpoint.dir},
-                      {"hang_timeout_ms", d.hang_timeout_ms},
-                      {"heartbeat_ms", d.heartbeat_ms},
-                      {"events", plan_.events_path.string()}});
+    log("job_start", job_start_record(plan_, options_.resume, launch_id_.substr(0, 8)));
     controller_ = std::make_unique<Controller>(std::move(co));
-    control_endpoint_ = controller_->endpoint();
-    // A wildcard bind is reachable on loopback from this machine; ranks on other nodes need the
-    // host's address (the Slurm path hands that out).
-    if (control_endpoint_.rfind("0.0.0.0:", 0) == 0) control_endpoint_ = "127.0.0.1" + control_endpoint_.substr(7);
-    if (control_endpoint_.rfind("[::]:", 0) == 0) control_endpoint_ = "[::1]" + control_endpoint_.substr(4);
+    control_endpoint_ = reachable_endpoint(controller_->endpoint());
     published_metrics_ = core_->metrics();
     if (d.metrics)
         metrics_ = std::make_unique<MetricsServer>(options_.metrics_bind, static_cast<std::uint16_t>(d.metrics_port), [this] {
             std::lock_guard lock(metrics_mutex_);
             return render_metrics(published_metrics_, plan_.cfg.job.name);
         });
-    log_layout();
-    announce();
+    const auto metrics_endpoint = metrics_ ? std::optional(metrics_->endpoint()) : std::nullopt;
+    log("layout", layout_record(plan_, control_endpoint_, metrics_endpoint));
+    say(announcement(plan_, control_endpoint_, metrics_endpoint));
 }
 
 // The control plane's options: where it listens, the hang rules, and the callbacks that hand
@@ -228,24 +148,9 @@ void Supervisor::setup() {
 ControllerOptions Supervisor::controller_options() {
     ControllerOptions co;
     const auto& d = plan_.cfg.detection;
-    co.bind_address = d.bind;
-    if (!plan_.btl_if.empty())
-        say(std::string("MPI network: ") + ft::env::kBtlIf + "=" + plan_.btl_if +
-            " (not set: the subnet of this node's route to the other nodes; set it to pick another network)");
-    if (plan_.allocation && (d.bind == "127.0.0.1" || d.bind == "localhost" || d.bind == "::1")) {
-        // Ranks on other nodes cannot reach loopback: listen on the address this node uses to
-        // reach the job's other nodes (the token still guards the port).
-        for (const auto& node : plan_.allocation->nodes) {
-            if (short_name(node) == short_name(plan_.local_host)) continue;
-            const std::string address = address_towards(node);
-            if (!address.empty()) {
-                co.bind_address = address;
-                say("control plane: listening on " + address + " (the route to " + node +
-                    "), since detection.bind = " + d.bind + " cannot be reached from other nodes");
-            }
-            break;
-        }
-    }
+    std::vector<std::string> notes;
+    co.bind_address = control_bind_address(plan_, notes);
+    for (const auto& note : notes) say(note);
     co.port = static_cast<std::uint16_t>(d.port);
     co.token = token_;
     co.hang_timeout = milliseconds(d.hang_timeout_ms);
@@ -256,54 +161,11 @@ ControllerOptions Supervisor::controller_options() {
         // arrive, the tag does not move) is confirmed by the core first.
         const KillOutcome outcome =
             incident.reason == IncidentReason::stalled ? KillOutcome::pending : kill_hung(incident);
-        push({RankHung{incident, outcome, WallClock::now()}, now()});
+        inbox_.push({RankHung{incident, outcome, WallClock::now()}, now()});
     };
-    co.on_lost = [this](const RankIncident& incident) { push({RankLost{incident}, now()}); };
-    co.on_event = [this](const json& record) { push({record, now()}); };
+    co.on_lost = [this](const RankIncident& incident) { inbox_.push({RankLost{incident}, now()}); };
+    co.on_event = [this](const json& record) { inbox_.push({record, now()}); };
     return co;
-}
-
-// The `layout` event: the nodes with their ranks, the hot spares, the spare nodes.
-void Supervisor::log_layout() {
-    const Layout& layout = plan_.layout;
-    json nodes = json::array();
-    for (const auto& node : layout.nodes) {
-        json ranks = json::array();
-        for (const auto& p : layout.processes)
-            if (!p.spare && p.node == node) ranks.push_back({{"rank", p.rank}, {"role", p.role}});
-        nodes.push_back({{"node", node}, {"ranks", ranks}});
-    }
-    json spares = json::array();
-    for (const auto& p : layout.processes)
-        if (p.spare) spares.push_back({{"rank", p.rank}, {"role", p.role}, {"node", p.node}});
-    const auto& job = plan_.cfg.job;
-    log("layout", {{"shape", {{"dp", job.dp}, {"tp", job.tp}, {"pp", job.pp}}},
-                   {"processes", plan_.process_count()},
-                   {"active", job.world_size()},
-                   {"placement", job.placement},
-                   {"virtual_nodes", layout.virtual_nodes},
-                   {"nodes", nodes},
-                   {"hot_spares", spares},
-                   {"spare_nodes", layout.reserve_nodes},
-                   {"control", control_endpoint_},
-                   {"metrics", metrics_ ? json(metrics_->endpoint()) : json(nullptr)}});
-}
-
-// The job in one line for people: its shape, its nodes, the control plane, the event log.
-void Supervisor::announce() const {
-    const auto& job = plan_.cfg.job;
-    const Layout& layout = plan_.layout;
-    say("job " + job.name + ": " + std::to_string(job.world_size()) + " rank" + (job.world_size() == 1 ? "" : "s") +
-        " (dp " + std::to_string(job.dp) + " x tp " + std::to_string(job.tp) + " x pp " + std::to_string(job.pp) +
-        ") on " + std::to_string(job.nodes) + " node" + (job.nodes == 1 ? "" : "s") + " + " +
-        std::to_string(job.hot_spares) + " hot spare" + (job.hot_spares == 1 ? "" : "s") +
-        (layout.slurm ? " + " + std::to_string(layout.reserve_nodes.size()) + " spare node(s)" +
-                            (layout.reserve_nodes.empty() ? "" : " " + shell_join(layout.reserve_nodes)) +
-                            " (Slurm job " + plan_.allocation->job_id + ")"
-                      : std::string()) +
-        "; control plane " + control_endpoint_ +
-        (metrics_ ? "; metrics http://" + metrics_->endpoint() + "/metrics" : std::string()) + "; event log " +
-        plan_.events_path.string());
 }
 
 // ------------------------------------------------------------------------------------------
@@ -349,7 +211,9 @@ void Supervisor::start_attempt(const StartAttempt& start) {
     }
     const auto started = SteadyClock::now();
     attempt_ = Attempt{};
-    attempt_.child = spawn_child(argv, child_environment(start.launch, start.layout));
+    attempt_.child = spawn_child(
+        argv, child_environment(plan_, environ, start.launch, start.layout,
+                                {control_endpoint_, ft::wire::token_to_hex(token_), launch_id_}));
     feed(AttemptStarted{attempt_.child.pid(), argv, started}, now());
 }
 
@@ -429,22 +293,8 @@ KillOutcome Supervisor::kill_hung(const RankIncident& incident) const {
     return ::kill(pid, SIGKILL) == 0 ? KillOutcome::killed : KillOutcome::gone;
 }
 
-void Supervisor::push(Queued queued) {
-    {
-        std::lock_guard lock(queue_mutex_);
-        queue_.push_back(std::move(queued));
-    }
-    const std::uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
-}
-
 void Supervisor::drain_queue() {
-    std::deque<Queued> batch;
-    {
-        std::lock_guard lock(queue_mutex_);
-        batch.swap(queue_);
-    }
-    for (auto& q : batch) {
+    for (auto& q : inbox_.take()) {
         if (auto* hung = std::get_if<RankHung>(&q.what)) feed(*hung, q.seen);
         else if (auto* lost = std::get_if<RankLost>(&q.what)) feed(*lost, q.seen);
         else if (auto* record = std::get_if<json>(&q.what)) try {
@@ -461,7 +311,7 @@ void Supervisor::drain_queue() {
 
 void Supervisor::read_signals() {
     signalfd_siginfo info{};
-    while (::read(signal_fd_, &info, sizeof info) == sizeof info)
+    while (::read(signals_.get(), &info, sizeof info) == sizeof info)
         if (info.ssi_signo != SIGCHLD) feed(SignalReceived{static_cast<int>(info.ssi_signo)}, now());
 }
 
@@ -481,8 +331,8 @@ int Supervisor::run() {
     while (core_->phase() != JobPhase::done) {
         pollfd fds[4];
         nfds_t n = 0;
-        fds[n++] = {signal_fd_, POLLIN, 0};
-        fds[n++] = {wake_fd_, POLLIN, 0};
+        fds[n++] = {signals_.get(), POLLIN, 0};
+        fds[n++] = {inbox_.wake_fd(), POLLIN, 0};
         const nfds_t out_index = n;
         if (attempt_.output_open(false)) fds[n++] = {attempt_.child.out.get(), POLLIN, 0};
         const nfds_t err_index = n;
@@ -496,10 +346,6 @@ int Supervisor::run() {
             attempt_.reaped(status);
             feed(MpirunExited{status}, now());
         });
-        if (fds[1].revents & POLLIN) {
-            std::uint64_t count = 0;
-            (void)!::read(wake_fd_, &count, sizeof count);
-        }
         // The ranks' view first, then the records queued by then: a connection seen closed in
         // the view had its records queued before it closed (the finish rule relies on it).
         auto ranks = controller_->ranks();

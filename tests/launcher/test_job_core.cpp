@@ -1,0 +1,799 @@
+// Scenario tests of the launcher's functional core (job_core.hpp): scripted inputs, a fake clock,
+// and the effects it asks for, checked as values. No process, socket or file is involved: the
+// harness plays the shell (it answers StartAttempt, TeardownAttempt and KillRank the way
+// supervisor.cpp does) and the control plane (its view of the ranks).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exit_codes.hpp"
+#include "job_core.hpp"
+
+using namespace flashrec::launcher;
+namespace records = flashrec::ft::records;
+using std::chrono::milliseconds;
+using json = nlohmann::json;
+
+namespace {
+
+int exited(int code) { return code << 8; }  // wait statuses
+int signalled(int sig) { return sig; }
+
+const std::vector<std::string> kRoles = {"dp0.tp0.pp0", "dp1.tp0.pp0", "dp2.tp0.pp0", "dp3.tp0.pp0"};
+
+// dp 4 on 2 nodes of 2 ranks, one hot spare; heartbeats every 100 ms, hangs after 1 s.
+Plan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slurm = false) {
+    Plan plan;
+    auto& cfg = plan.cfg;
+    cfg.job.name = "t-core";
+    cfg.job.nodes = 2;
+    cfg.job.ranks_per_node = 2;
+    cfg.job.dp = 4;
+    cfg.job.hot_spares = 1;
+    cfg.job.steps = 50;
+    cfg.recovery.warm_relaunches = warm_relaunches;
+    cfg.detection.heartbeat_ms = 100;
+    cfg.detection.hang_timeout_ms = 1000;
+    cfg.checkpoint.dir = std::move(checkpoint_dir);
+    cfg.logging.progress = false;
+    plan.local_host = "here";
+    plan.events_path = "/nonexistent/t-core.events.jsonl";
+    if (slurm) {
+        cfg.job.spare_nodes = 1;
+        plan.allocation = flashrec::slurm::split_nodes({"fn1", "fn2", "fn3"}, 2, 1);
+        plan.allocation->job_id = "42";
+    }
+    plan.layout = make_layout(cfg, plan.local_host, plan.allocation ? &*plan.allocation : nullptr);
+    return plan;
+}
+
+// The shell and the control plane, played by the test.
+class Harness {
+public:
+    explicit Harness(Plan p) : plan(std::move(p)), t0_(SteadyClock::now()), w0_(WallClock::now()) {}
+
+    Plan plan;
+    std::vector<RankInfo> ranks;    // the controller's view
+    std::set<int> dead;             // pids whose process is gone
+    std::optional<std::int64_t> checkpoint;  // what a teardown finds in checkpoint.dir
+    Effects effects;                // everything the core asked for, in order
+    std::unique_ptr<JobCore> core;
+
+    Now now() const { return {t0_ + elapsed_, w0_ + elapsed_}; }
+    void advance(milliseconds by) { elapsed_ += by; }
+
+    void start() {
+        core = std::make_unique<JobCore>(plan, plan.local_host, std::nullopt, now());
+        run(core->start(false));
+    }
+    void feed(const Input& input) { run(core->on(input, now())); }
+    void tick() {
+        Tick t;
+        for (const int pid : core->pids_to_watch(ranks))
+            if (!dead.count(pid)) t.live_pids.insert(pid);
+        t.ranks = ranks;
+        t.drops = drops;
+        feed(t);
+    }
+    // Ticks every 10 ms for `span`.
+    void run_for(milliseconds span) {
+        for (milliseconds t{0}; t < span; t += milliseconds(10)) {
+            advance(milliseconds(10));
+            tick();
+        }
+    }
+
+    // The ranks of the current attempt register and enter their step loop (spare parked).
+    void register_all(std::int64_t tag = 0) {
+        ranks.clear();
+        int pid = 1000 * core->attempt().index;
+        for (const auto& role : kRoles) ranks.push_back(rank(role, ++pid, tag));
+        ranks.push_back(rank("spare:0", ++pid, 0, wire::Phase::idle));
+        tick();
+    }
+    RankInfo rank(const std::string& role, int pid, std::int64_t tag, wire::Phase phase = wire::Phase::compute) {
+        RankInfo r;
+        r.role = role;
+        r.pid = pid;
+        r.hostname = plan.layout.slurm ? plan.layout.node_of_role(role) : plan.local_host;
+        r.registered_at = now().steady;
+        r.phase = phase;
+        r.step_tag = tag;
+        return r;
+    }
+    RankInfo& of(const std::string& role) {
+        return *std::find_if(ranks.begin(), ranks.end(), [&](const RankInfo& r) { return r.role == role; });
+    }
+    void steps(std::int64_t from, std::int64_t to) {
+        for (std::int64_t s = from; s < to; ++s) {
+            advance(milliseconds(5));
+            for (auto& r : ranks)
+                if (!is_spare_role(r.role) && r.status == RankStatus::active) r.step_tag = s + 1;
+            feed(records::Step{s, 1.0});
+        }
+        tick();
+    }
+    void finished(const std::string& role) { feed(records::RoleFinished{role, of(role).pid, plan.cfg.job.steps, "0123456789abcdef"}); }
+    void all_finished() {
+        for (const auto& role : kRoles) finished(role);
+    }
+    // Every rank's process ends: its connection closes (BYE, or lost without one).
+    void ranks_exit(RankStatus how = RankStatus::exited) {
+        for (auto& r : ranks) {
+            r.status = how;
+            dead.insert(r.pid);
+        }
+    }
+    RankIncident incident(const std::string& role, IncidentReason reason) {
+        const RankInfo& r = of(role);
+        return {role, r.hostname, 0, r.pid, reason, r.step_tag, milliseconds(1000)};
+    }
+    void lose(const std::string& role) {
+        of(role).status = RankStatus::lost;
+        dead.insert(of(role).pid);
+        feed(RankLost{incident(role, IncidentReason::connection_lost)});
+    }
+    void mpirun_exits(int status) { feed(MpirunExited{status}); }
+
+    // What the core asked for.
+    std::vector<json> logged(const std::string& event) const {
+        std::vector<json> out;
+        for (const auto& e : effects)
+            if (const auto* r = std::get_if<LogRecord>(&e); r && r->event == event) out.push_back(r->fields);
+        return out;
+    }
+    bool said(const std::string& text) const {
+        return std::any_of(effects.begin(), effects.end(), [&](const Effect& e) {
+            const auto* s = std::get_if<Say>(&e);
+            return s && s->line.find(text) != std::string::npos;
+        });
+    }
+    template <class T>
+    std::vector<T> asked() const {
+        std::vector<T> out;
+        for (const auto& e : effects)
+            if (const auto* x = std::get_if<T>(&e)) out.push_back(*x);
+        return out;
+    }
+    std::vector<json> failures(const std::string& observed) const {
+        std::vector<json> out;
+        for (const auto& f : logged("failure"))
+            if (f["observed"] == observed) out.push_back(f);
+        return out;
+    }
+    std::array<std::uint64_t, kDropReasonCount> drops{};
+
+private:
+    // The shell's side of the effects that report back.
+    void run(const Effects& fx) {
+        for (const auto& e : fx) {
+            effects.push_back(e);
+            if (std::get_if<StartAttempt>(&e)) {
+                ranks.clear();
+                dead.clear();
+                feed(AttemptStarted{900 + core->attempt().index, {"fr-mpirun"}, now().steady});
+            } else if (std::get_if<TeardownAttempt>(&e)) {
+                advance(milliseconds(20));
+                TeardownDone done;
+                done.checkpoint_step = checkpoint;
+                if (!checkpoint) done.no_checkpoint_why = "no checkpoint in the test";
+                feed(done);
+            } else if (const auto* kill = std::get_if<KillRank>(&e)) {
+                dead.insert(kill->incident.pid);
+                feed(RankHung{kill->incident, KillOutcome::killed, now().wall});
+            }
+        }
+    }
+    SteadyTime t0_;
+    WallTime w0_;
+    milliseconds elapsed_{0};
+};
+
+// A job that runs to step `to` and then dies with `status` (its ranks lost).
+void die_at(Harness& h, std::int64_t to, int status) {
+    h.register_all();
+    h.steps(0, to);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(status);
+    h.tick();
+}
+
+// The attempt that was started last runs to the end and finishes.
+void run_to_the_end(Harness& h, std::int64_t from) {
+    h.register_all(from);
+    h.steps(from, h.plan.cfg.job.steps);
+    h.all_finished();
+    h.ranks_exit();
+    h.mpirun_exits(exited(0));
+    h.tick();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// the finish rule
+
+TEST_CASE("finish: every active role's role_finished with steps == job.steps, then mpirun exits 0") {
+    Harness h(plan_of());
+    h.start();
+    REQUIRE(h.asked<StartAttempt>().size() == 1);
+    run_to_the_end(h, 0);
+    CHECK(h.core->phase() == JobPhase::done);
+    CHECK(h.core->outcome().name == "finished");
+    CHECK(h.core->outcome().exit_code == kExitOk);
+    REQUIRE(h.logged("mpirun_exited").size() == 1);
+    CHECK(h.logged("mpirun_exited")[0]["roles_finished"] == true);
+    CHECK_FALSE(h.logged("mpirun_exited")[0].contains("note"));
+    CHECK(h.asked<StartAttempt>().size() == 1);
+    CHECK(h.logged("failure").empty());
+}
+
+TEST_CASE("finish: mpirun exits 0 before the final records arrive; they come, then the connections close") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 50);
+    h.mpirun_exits(exited(0));  // its ranks' records and EOFs still on their way
+    h.tick();
+    CHECK(h.core->phase() == JobPhase::awaiting_final_records);
+    // However long they take: the judgement waits for what the connections carry, not for a timer.
+    h.advance(milliseconds(5000));
+    h.tick();
+    CHECK(h.core->phase() == JobPhase::awaiting_final_records);
+    CHECK(h.asked<KillLeftovers>().size() == 1);  // the ranks still live: ended, so that their EOF comes
+    h.all_finished();
+    h.ranks_exit();
+    h.tick();
+    CHECK(h.core->outcome().name == "finished");
+    CHECK(h.logged("mpirun_exited")[0]["roles_finished"] == true);
+    CHECK(h.asked<StartAttempt>().size() == 1);
+}
+
+TEST_CASE("finish: the final records arrive, then mpirun exits with a ULFM non-zero status") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 50);
+    h.all_finished();
+    h.ranks_exit(RankStatus::lost);  // a failure inside MPI_Finalize: no BYE
+    h.mpirun_exits(exited(1));
+    h.tick();
+    CHECK(h.core->outcome().name == "finished");
+    CHECK(h.core->outcome().exit_code == kExitOk);
+    const auto exit = h.logged("mpirun_exited").at(0);
+    CHECK(exit["roles_finished"] == true);
+    CHECK(exit["exit_code"] == 1);
+    CHECK(exit.contains("note"));
+    CHECK(h.asked<StartAttempt>().size() == 1);  // a finished attempt is never relaunched
+}
+
+TEST_CASE("finish: one role's record missing when every connection closed is a death, relaunched") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 50);
+    for (std::size_t i = 0; i + 1 < kRoles.size(); ++i) h.finished(kRoles[i]);
+    h.feed(records::RoleFinished{kRoles.back(), h.of(kRoles.back()).pid, 49, "0"});  // a step short
+    h.ranks_exit();
+    h.mpirun_exits(exited(0));
+    h.tick();
+    CHECK(h.logged("mpirun_exited").at(0)["roles_finished"] == false);
+    CHECK(h.failures("job_ended_early").size() == 1);
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    CHECK(h.asked<StartAttempt>()[1].launch.relaunch);
+}
+
+TEST_CASE("finish: whatever mpirun's status; records of an earlier attempt do not count for the current one") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 50);
+    h.all_finished();  // then mpirun is killed (it lingered): the records count, not its status
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.core->outcome().name == "finished");
+
+    Harness g(plan_of());
+    g.start();
+    die_at(g, 20, exited(1));
+    REQUIRE(g.asked<StartAttempt>().size() == 2);
+    // The relaunch: one role of the old attempt "finishes" late; the new attempt does not.
+    g.register_all(20);
+    g.feed(records::RoleFinished{kRoles[0], 1001, 50, "0"});  // a pid of attempt 1
+    g.steps(20, 30);
+    g.ranks_exit(RankStatus::lost);
+    g.mpirun_exits(exited(1));
+    g.tick();
+    CHECK(g.logged("mpirun_exited").at(1)["roles_finished"] == false);
+}
+
+TEST_CASE("finish: a connection that never closes (a remote rank) is waited for at most 10 s") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 50);
+    h.ranks_exit();
+    h.of(kRoles[2]).status = RankStatus::active;
+    h.of(kRoles[2]).hostname = "elsewhere";  // not a process this machine can see
+    h.mpirun_exits(exited(0));
+    h.run_for(milliseconds(9000));
+    CHECK(h.core->phase() == JobPhase::awaiting_final_records);
+    CHECK(h.asked<KillLeftovers>().empty());
+    h.run_for(milliseconds(1100));
+    CHECK(h.said("judging from the records that came"));
+    CHECK(h.logged("mpirun_exited").at(0)["roles_finished"] == false);
+}
+
+TEST_CASE("no rank ever connected: mpirun's exit status is all there is") {
+    Harness ok(plan_of());
+    ok.start();
+    ok.mpirun_exits(exited(0));
+    ok.tick();
+    CHECK(ok.core->outcome().name == "finished");
+    CHECK(ok.core->outcome().message.find("no rank ever connected") != std::string::npos);
+
+    Harness bad(plan_of());
+    bad.start();
+    bad.mpirun_exits(exited(2));
+    bad.tick();
+    CHECK(bad.core->outcome().name == "failed_to_start");
+    CHECK(bad.core->outcome().exit_code == kExitUsage);
+}
+
+// ------------------------------------------------------------------------------------------
+// the restart policy, one scenario per rule
+
+TEST_CASE("policy: a job lost is warm-relaunched; the relaunch record has its phases and total_ms") {
+    Harness h(plan_of());
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    CHECK(h.failures("job_ended_early").at(0)["classification"] == "job_lost");
+    CHECK(h.asked<StartAttempt>()[1].launch.relaunch);
+    CHECK(h.core->attempt().kind == "warm_relaunch");
+    h.register_all(20);
+    records::Recovery ranks_side;  // the ranks' own record of the relaunch
+    ranks_side.replacement = "relaunch";
+    ranks_side.recovery_version = 20;
+    h.feed(RecoveryRecord{ranks_side, ranks_side.to_json()});
+    h.steps(20, 22);
+    h.run_for(milliseconds(50));
+    const auto rel = h.logged("warm_relaunch");
+    REQUIRE(rel.size() == 1);
+    CHECK(rel[0]["outcome"] == "resumed");
+    CHECK(rel[0]["total_ms"].get<double>() > 0);
+    for (const char* phase : {"detect", "teardown", "launch", "restore", "resumed"})
+        CHECK_MESSAGE(rel[0]["phases_ms"].contains(phase), phase);
+    CHECK(rel[0]["restored_version"] == 20);
+    CHECK(h.said("RECOVERED (tier 2): warm relaunch 1"));
+    CHECK(h.core->metrics().recoveries.at(2) == 1);
+}
+
+TEST_CASE("policy: a relaunch whose steps all ran between two looks still records total_ms, counted in job_end") {
+    Harness h(plan_of());
+    h.start();
+    die_at(h, 45, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    // No tick between the registration and the end: the roles were never seen in their loop.
+    h.advance(milliseconds(300));
+    h.steps(45, 50);
+    h.ranks.clear();
+    for (const auto& role : kRoles) h.ranks.push_back(h.rank(role, 5000 + static_cast<int>(h.ranks.size()), 50));
+    h.all_finished();
+    h.ranks_exit();
+    h.mpirun_exits(exited(0));
+    h.tick();
+    const auto rel = h.logged("warm_relaunch");
+    REQUIRE(rel.size() == 1);
+    CHECK(rel[0]["outcome"] == "resumed");
+    REQUIRE(rel[0].contains("total_ms"));
+    const double total = rel[0]["total_ms"];
+    CHECK(total > 300);
+    h.effects.clear();
+    const Effects end = h.core->summary(h.now());
+    h.effects = end;
+    const auto job_end = h.logged("job_end").at(0);
+    CHECK(job_end["time_lost_ms"]["relaunch"].get<double>() == doctest::Approx(total));
+    CHECK(job_end["outcome"] == "finished");
+}
+
+TEST_CASE("policy: warm relaunches spent -> HDF5 restart from the newest checkpoint") {
+    Harness h(plan_of(0, "/ckpt"));
+    h.checkpoint = 10;
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    CHECK(h.logged("warm_relaunch_refused").at(0)["why"] == "recovery.warm_relaunches spent");
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    CHECK(h.asked<StartAttempt>()[1].launch.resume);
+    CHECK(h.core->attempt().kind == "cold_restart");
+    run_to_the_end(h, 10);
+    const auto cold = h.logged("cold_restart");
+    REQUIRE(cold.size() == 1);
+    CHECK(cold[0]["checkpoint_step"] == 10);
+    CHECK(cold[0]["steps_replayed"] == 10);
+    CHECK(cold[0].contains("total_ms"));
+    CHECK(h.core->outcome().name == "finished");
+}
+
+TEST_CASE("policy: no relaunch left and no checkpoint -> relaunch_budget_spent (75)") {
+    Harness h(plan_of(0));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    CHECK(h.asked<StartAttempt>().size() == 1);
+    CHECK(h.core->outcome().name == "relaunch_budget_spent");
+    CHECK(h.core->outcome().exit_code == kExitNeedsRelaunch);
+}
+
+TEST_CASE("policy: a checkpoint.dir without a checkpoint refuses the HDF5 restart") {
+    Harness h(plan_of(0, "/ckpt"));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    CHECK(h.logged("cold_restart_refused").at(0)["why"] == "no checkpoint in the test");
+    CHECK(h.core->outcome().exit_code == kExitNeedsRelaunch);
+}
+
+TEST_CASE("policy: at most 2 HDF5 restarts per launch") {
+    Harness h(plan_of(0, "/ckpt"));
+    h.checkpoint = 5;
+    h.start();
+    for (int i = 0; i < 3; ++i) die_at(h, 10, signalled(SIGKILL));
+    CHECK(h.logged("cold_restart").size() == 2);
+    CHECK(h.logged("cold_restart_refused").back()["why"] == "at most 2 HDF5 restarts per launch");
+    CHECK(h.core->outcome().exit_code == kExitNeedsRelaunch);
+}
+
+TEST_CASE("policy: state lost in-job (76) with every node alive is warm-relaunched before HDF5") {
+    Harness h(plan_of(1, "/ckpt"));
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    h.feed(records::EndingJob{flashrec::ft::kExitStateLost, h.of(kRoles[0]).pid, "state lost"});
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(76));
+    h.tick();
+    CHECK(h.failures("exit_code").back()["classification"] == "state_lost");
+    CHECK(h.logged("warm_relaunch_before_hdf5").size() == 1);
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    CHECK(h.asked<StartAttempt>()[1].launch.relaunch);
+}
+
+TEST_CASE("policy: spares exhausted (77) -> HDF5 restart, or exit 77 without a checkpoint") {
+    Harness with(plan_of(2, "/ckpt"));
+    with.checkpoint = 10;
+    with.start();
+    with.register_all();
+    with.steps(0, 20);
+    with.feed(records::EndingJob{flashrec::ft::kExitNoSpare, with.of(kRoles[1]).pid, "no spare"});
+    with.ranks_exit(RankStatus::lost);
+    with.mpirun_exits(exited(77));
+    with.tick();
+    CHECK(with.failures("exit_code").back()["classification"] == "spares_exhausted");
+    CHECK(with.core->attempt().kind == "cold_restart");
+
+    Harness without(plan_of(2));
+    without.start();
+    without.register_all();
+    without.steps(0, 20);
+    without.ranks_exit(RankStatus::lost);
+    without.mpirun_exits(exited(77));
+    without.tick();
+    CHECK(without.core->outcome().name == "spares_exhausted");
+    CHECK(without.core->outcome().exit_code == kExitNoSpares);
+}
+
+TEST_CASE("policy: a bad configuration (exit 2) stops the job, no retry") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(2));
+    h.tick();
+    CHECK(h.asked<StartAttempt>().size() == 1);
+    CHECK(h.core->outcome().name == "failed");
+    CHECK(h.core->outcome().exit_code == kExitUsage);
+}
+
+// ------------------------------------------------------------------------------------------
+// incidents, one scenario per kind
+
+TEST_CASE("incident: a silent rank killed by the shell is a process_hang; its loss is the kill confirmed") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.feed(RankHung{h.incident(kRoles[1], IncidentReason::no_heartbeat), KillOutcome::killed, h.now().wall});
+    const auto hangs = h.failures("hang_no_heartbeat");
+    REQUIRE(hangs.size() == 1);
+    CHECK(hangs[0]["classification"] == "process_hang");
+    CHECK(h.logged("hang_kill").at(0)["result"] == "killed");
+    // ... then the same rank is lost: no second incident.
+    h.lose(kRoles[1]);
+    h.run_for(milliseconds(500));
+    CHECK(h.logged("kill_confirmed").size() == 1);
+    CHECK(h.logged("failure").size() == 1);
+    // The in-job recovery marks it recovered.
+    records::Recovery r;
+    r.failed_roles = {kRoles[1]};
+    r.replacement = "hot";
+    r.total_ms = 42;
+    h.feed(RecoveryRecord{r, r.to_json()});
+    CHECK(h.said("RECOVERED tier 1: dp1.tp0.pp0 -> hot"));
+    h.steps(10, 50);
+    h.all_finished();
+    h.ranks_exit();
+    h.mpirun_exits(exited(0));
+    h.tick();
+    h.effects = h.core->summary(h.now());
+    CHECK(h.logged("job_end").at(0)["incidents"][0]["recovered_by"] == "in-job tier 1 (hot)");
+}
+
+TEST_CASE("incident: a stall is confirmed before the kill, or cleared") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    // Stalled and still stuck after the confirmation time: killed.
+    h.of(kRoles[2]).hung = true;
+    h.feed(RankHung{h.incident(kRoles[2], IncidentReason::stalled), KillOutcome::pending, h.now().wall});
+    CHECK(h.asked<KillRank>().empty());
+    h.run_for(milliseconds(400));
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    CHECK(h.failures("hang_stalled").size() == 1);
+    // Stalled, but its tag moved on meanwhile: cleared, no incident.
+    h.of(kRoles[3]).hung = true;
+    h.feed(RankHung{h.incident(kRoles[3], IncidentReason::stalled), KillOutcome::pending, h.now().wall});
+    h.of(kRoles[3]).hung = false;
+    h.run_for(milliseconds(400));
+    CHECK(h.logged("stall_cleared").size() == 1);
+    CHECK(h.logged("failure").size() == 1);
+}
+
+TEST_CASE("incident: a lost rank is classified after its last words (fault record, exit request)") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    const int killed = h.of(kRoles[0]).pid, exiting = h.of(kRoles[1]).pid, plain = h.of(kRoles[2]).pid;
+    h.feed(records::FaultInjected{"role=0:step=10:action=kill", killed, 0, "kill", 0, 10, "forward"});
+    h.feed(records::FaultInjected{"role=1:step=10:action=exit:code=3", exiting, 0, "exit", 3, 10, "forward"});
+    h.feed(records::MpiErrorSeen{plain, 75, "allreduce"});
+    h.lose(kRoles[0]);
+    h.lose(kRoles[1]);
+    h.lose(kRoles[2]);
+    h.run_for(milliseconds(100));
+    CHECK(h.logged("failure").empty());  // still settling
+    h.run_for(milliseconds(300));
+    CHECK(h.failures("signal").at(0)["value"] == SIGKILL);
+    CHECK(h.failures("exit_code").at(0)["value"] == 3);
+    const auto lost = h.failures("connection_lost");
+    REQUIRE(lost.size() == 1);
+    CHECK(lost[0]["step"] == 10);
+    CHECK(lost[0]["mpi_error_classes_seen"]["75"] == 1);
+}
+
+TEST_CASE("incident: a cut connection whose process reconnects is no failure") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.of(kRoles[0]).status = RankStatus::lost;
+    h.feed(RankLost{h.incident(kRoles[0], IncidentReason::connection_lost)});
+    h.run_for(milliseconds(1000));  // alive here: waits up to 5 s
+    h.of(kRoles[0]).status = RankStatus::active;
+    h.tick();
+    CHECK(h.logged("rank_reconnected").size() == 1);
+    CHECK(h.logged("failure").empty());
+}
+
+TEST_CASE("incident: every rank of a node silent at once is the node's failure (this machine: killed, in-job)") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    // node1 holds dp2 and dp3 (the virtual nodes of one machine).
+    h.feed(RankHung{h.incident(kRoles[2], IncidentReason::no_heartbeat), KillOutcome::killed, h.now().wall});
+    h.advance(milliseconds(50));
+    h.feed(RankHung{h.incident(kRoles[3], IncidentReason::no_heartbeat), KillOutcome::killed, h.now().wall});
+    const auto node = h.failures("node_silent_local");
+    REQUIRE(node.size() == 1);
+    CHECK(node[0]["node"] == "node1");
+    CHECK(node[0]["classification"] == "node_hang");
+    CHECK(h.failures("hang_no_heartbeat").size() == 2);
+    // Its ranks were killed: in-job recovery replaces them, the job goes on.
+    CHECK(h.core->phase() == JobPhase::running);
+    CHECK(h.asked<SignalJob>().empty());
+}
+
+TEST_CASE("incident: a rank on another host that cannot be killed takes its node (Slurm)") {
+    Harness h(plan_of(2, "", true));
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.feed(RankHung{h.incident(kRoles[3], IncidentReason::no_heartbeat), KillOutcome::remote, h.now().wall});
+    CHECK(h.failures("node_silent_remote").at(0)["node"] == "fn2");
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    // fn2 is given up on (drained) and the relaunch moves its ranks to the spare node fn3.
+    REQUIRE(h.asked<Drain>().size() == 1);
+    CHECK(h.asked<Drain>()[0].node == "fn2");
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    CHECK(h.asked<StartAttempt>()[1].layout.node_of_role(kRoles[3]) == "fn3");
+    CHECK(h.logged("relayout").size() == 1);
+}
+
+TEST_CASE("incident: a device error is recorded with its source") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.feed(DeviceError{kRoles[1], R"({"event":"cuda_error"})"});
+    const auto dev = h.failures("device_error");
+    REQUIRE(dev.size() == 1);
+    CHECK(dev[0]["role"] == kRoles[1]);
+}
+
+TEST_CASE("incident: no role's tag moving for the stall limit ends the job (job_stalled)") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    // limit: max(2 x hang timeout, (max_epochs x 6 + 1) x phase deadline)
+    const auto& rc = h.plan.cfg.recovery;
+    const auto limit = milliseconds(std::max<std::int64_t>(2000, (rc.max_epochs * 6LL + 1) * rc.phase_deadline_ms));
+    h.run_for(limit + milliseconds(100));
+    CHECK(h.said("the job is stalled"));
+    CHECK(h.core->phase() == JobPhase::ending);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.failures("job_stalled").size() == 1);
+}
+
+TEST_CASE("incident: mpirun lingering 10 s after every rank left is ended") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    h.ranks_exit(RankStatus::lost);
+    h.run_for(milliseconds(10100));
+    CHECK(h.logged("mpirun_lingered").size() == 1);
+    CHECK(h.asked<SignalJob>().size() == 1);
+    CHECK(h.core->phase() == JobPhase::ending);
+}
+
+// ------------------------------------------------------------------------------------------
+// scenarios across parts
+
+TEST_CASE("a hang confirmed, then the same rank lost: one incident, recovered in-job") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.of(kRoles[0]).hung = true;
+    h.feed(RankHung{h.incident(kRoles[0], IncidentReason::stalled), KillOutcome::pending, h.now().wall});
+    h.run_for(milliseconds(400));
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    h.lose(kRoles[0]);
+    h.run_for(milliseconds(400));
+    CHECK(h.logged("failure").size() == 1);
+    CHECK(h.logged("kill_confirmed").size() == 1);
+    CHECK(h.failures("connection_lost").empty());
+}
+
+TEST_CASE("a control-port flood during a repair: drops counted, one incident, the job finishes") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.lose(kRoles[1]);
+    for (int i = 0; i < 200; ++i) {  // the controller drops the flood's connections meanwhile
+        h.drops[static_cast<std::size_t>(DropReason::bad_token)] += 50;
+        h.drops[static_cast<std::size_t>(DropReason::too_many_pending)] += 10;
+        h.advance(milliseconds(2));
+        h.tick();
+    }
+    records::Recovery r;
+    r.failed_roles = {kRoles[1]};
+    r.replacement = "hot";
+    r.total_ms = 120;
+    h.feed(RecoveryRecord{r, r.to_json()});
+    h.of(kRoles[1]) = h.rank(kRoles[1], 4242, 10);  // the spare took the role
+    h.steps(10, 50);
+    h.all_finished();
+    h.ranks_exit();
+    h.mpirun_exits(exited(0));
+    h.tick();
+    CHECK(h.logged("failure").size() == 1);
+    CHECK(h.core->metrics().drops[static_cast<std::size_t>(DropReason::bad_token)] == 10000);
+    CHECK(h.core->outcome().name == "finished");
+    CHECK(h.asked<StartAttempt>().size() == 1);
+}
+
+TEST_CASE("a node lost during a warm relaunch: the relaunch failed, the next one runs without the node") {
+    Harness h(plan_of(2, "", true));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    // The relaunch registers, then PRRTE loses its daemon on fn1 before the roles are back in the loop.
+    h.ranks.clear();
+    for (const auto& role : kRoles) h.ranks.push_back(h.rank(role, 2000 + static_cast<int>(h.ranks.size()), 20, wire::Phase::idle));
+    h.tick();
+    h.feed(DaemonLost{"fn1", "lost communication with a remote daemon"});
+    CHECK(h.logged("node_lost").at(0)["node"] == "fn1");
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(1));
+    h.tick();
+    const auto rel = h.logged("warm_relaunch");
+    REQUIRE(rel.size() == 1);
+    CHECK(rel[0]["outcome"] == "failed");
+    CHECK_FALSE(rel[0].contains("total_ms"));
+    CHECK(h.failures("node_lost").at(0)["classification"] == "node_lost");
+    REQUIRE(h.asked<StartAttempt>().size() == 3);
+    const Layout third = h.asked<StartAttempt>()[2].layout;
+    CHECK(third.node_of_role(kRoles[0]) == "fn3");
+    CHECK(h.asked<Drain>().at(0).node == "fn1");
+    run_to_the_end(h, 20);
+    CHECK(h.core->outcome().name == "finished");
+    CHECK(h.logged("warm_relaunch").size() == 2);
+    CHECK(h.logged("warm_relaunch")[1]["outcome"] == "resumed");
+}
+
+TEST_CASE("SIGTERM during a repair: mpirun gets SIGTERM, the lost rank is no failure, the relaunch record says failed") {
+    Harness h(plan_of());
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));  // a warm relaunch under way...
+    h.register_all(20);
+    h.lose(kRoles[2]);                  // ... and an in-job repair in it
+    h.feed(SignalReceived{SIGTERM});
+    CHECK(h.core->phase() == JobPhase::stopping);
+    CHECK(h.logged("interrupted").size() == 1);
+    REQUIRE_FALSE(h.asked<SignalJob>().empty());
+    CHECK(h.asked<SignalJob>().back().signo == SIGTERM);
+    h.run_for(milliseconds(500));
+    const std::size_t failures = h.logged("failure").size();
+    CHECK(failures == 1);  // the first death only
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGTERM));
+    h.tick();
+    CHECK(h.core->outcome().name == "interrupted");
+    CHECK(h.core->outcome().exit_code == 128 + SIGTERM);
+    CHECK(h.logged("warm_relaunch").at(0)["outcome"] == "failed");
+    CHECK(h.asked<StartAttempt>().size() == 2);
+}
+
+TEST_CASE("SIGTERM ignored by the job: killed after the grace; a second signal kills at once") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.feed(SignalReceived{SIGINT});
+    h.run_for(milliseconds(5100));
+    CHECK(h.said("did not stop within"));
+    CHECK(h.asked<SignalJob>().back().signo == SIGKILL);
+
+    Harness g(plan_of());
+    g.start();
+    g.register_all();
+    g.feed(SignalReceived{SIGTERM});
+    g.feed(SignalReceived{SIGTERM});
+    CHECK(g.said("second signal"));
+    CHECK(g.asked<SignalJob>().back().signo == SIGKILL);
+    g.feed(SignalReceived{SIGUSR1});
+    CHECK(g.logged("signal").at(0)["action"] == "ignored");
+}
+
+TEST_CASE("the spawn trap: PRRTE losing its daemon on the spare node during a repair is not a node loss") {
+    Harness h(plan_of(2, "", true));
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.lose(kRoles[0]);  // a repair is under way: it spawns onto fn3
+    h.feed(DaemonLost{"fn3", "lost communication with a remote daemon"});
+    CHECK(h.logged("spawn_daemon_lost").size() == 1);
+    CHECK(h.logged("node_lost").empty());
+}
