@@ -191,7 +191,7 @@ void JobCore::observe_attempt(Now now, Effects& fx) {
     const auto current = current_ranks(ranks_, attempt_.start);
     nodes_.follow_replacements(layout_, current, fx);
     const JobProgress::Change change = progress_.observe(current, view(), now, fx);
-    if (change.all_registered) restarts_.registered(ms_between(attempt_.start, now.steady));
+    if (change.all_registered) restarts_.registered(ms_between(attempt_.start, now.steady), now);
     if (change.in_loop) restarts_.back_in_loop(ms_between(progress_.registered_at(), now.steady), now);
     if (auto done = restarts_.on_tick(attempt_.index, now, fx)) report_.restart_done(done->tier, done->total_ms, done->text);
     if (change.stalled) force_death(*change.stalled, fx);

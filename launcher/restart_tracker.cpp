@@ -17,8 +17,10 @@ int RestartTracker::begin(const RestartStart& start, Now now) {
     return current_->number;
 }
 
-void RestartTracker::registered(double launch_ms) {
-    if (pending()) current_->launch_ms = launch_ms;
+void RestartTracker::registered(double launch_ms, Now now) {
+    if (!pending()) return;
+    current_->launch_ms = launch_ms;
+    current_->registered_at = now.steady;
 }
 
 void RestartTracker::back_in_loop(double restore_ms, Now now) {
@@ -31,8 +33,12 @@ void RestartTracker::on_step(Now now) {
     if (!pending()) return;
     // A step needs every role: they are back in the loop even if no tick saw them there (a
     // relaunch whose few remaining steps ran between two looks once left its record without total_ms).
-    if (!current_->resumed_at) current_->resumed_at = now.steady;
-    else if (!current_->first_step_at) current_->first_step_at = now.steady;
+    if (current_->resumed_at) {
+        if (!current_->first_step_at) current_->first_step_at = now.steady;
+        return;
+    }
+    current_->resumed_at = now.steady;
+    if (current_->registered_at) current_->restore_ms = ms_between(*current_->registered_at, now.steady);
 }
 
 bool RestartTracker::take_rank_record(const nlohmann::json& record) {

@@ -46,11 +46,12 @@ public:
     // One is under way: its record is not written yet.
     bool pending() const { return current_ && !current_->logged; }
 
-    // The relaunched attempt: every active role registered after `launch_ms`; every role in its
-    // step loop at `now`, `restore_ms` after registering.
-    void registered(double launch_ms);
+    // The relaunched attempt: every active role registered at `now`, `launch_ms` after the start;
+    // every role in its step loop at `now`, `restore_ms` after registering.
+    void registered(double launch_ms, Now now);
     void back_in_loop(double restore_ms, Now now);
-    // A step completed: the roles are back in the loop if that was not seen yet.
+    // A step completed: the roles are back in the loop if that was not seen yet (its restore
+    // phase then ends here).
     void on_step(Now now);
     // The ranks' own record of the relaunch (or of a restart): true when it belongs to the
     // restart under way (embedded in its record as rank_record).
@@ -72,6 +73,7 @@ private:
         int number = 0;
         WallTime died{};
         double launch_ms = -1, restore_ms = -1;
+        std::optional<SteadyTime> registered_at;  // every active role registered
         std::optional<SteadyTime> resumed_at;     // every role back in the step loop
         std::optional<SteadyTime> first_step_at;  // the first step completed after resuming
         std::optional<nlohmann::json> rank_record;

@@ -404,6 +404,22 @@ TEST_CASE("policy: a relaunch whose steps all ran between two looks still record
     CHECK(job_end["outcome"] == "finished");
 }
 
+TEST_CASE("policy: a relaunch's first step before any look saw the roles in their loop ends its restore phase") {
+    Harness h(plan_of());
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    h.ranks.clear();
+    for (const auto& role : kRoles) h.ranks.push_back(h.rank(role, 3000 + static_cast<int>(h.ranks.size()), 20, wire::Phase::idle));
+    h.tick();  // registered, still restoring
+    h.advance(milliseconds(40));
+    h.steps(20, 23);
+    h.run_for(milliseconds(2100));
+    const auto rel = h.logged("warm_relaunch");
+    REQUIRE(rel.size() == 1);
+    CHECK(rel[0]["phases_ms"]["restore"].get<double>() >= 40);
+    CHECK(rel[0].contains("total_ms"));
+}
+
 TEST_CASE("policy: warm relaunches spent -> HDF5 restart from the newest checkpoint") {
     Harness h(plan_of(0, "/ckpt"));
     h.checkpoint = 10;
