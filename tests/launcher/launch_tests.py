@@ -130,6 +130,22 @@ def common_end(a, job, rc, text, ev, expect_rc=0, ref=None):
         check(sums == [ref], f"final checksum {sums} differs from the failure-free run's {ref}")
     ends = [e for e in ev if e["event"] == "job_end"]
     check(len(ends) == 1, "the event log has no job_end record")
+    exits = [e for e in ev if e["event"] == "mpirun_exited"]
+    if expect_rc == 0 and exits:
+        # Finished is judged from the roles' role_finished records alone (docs/launcher.md).
+        check(exits[-1].get("roles_finished") is True, f"the last attempt was not judged finished: {exits[-1]}")
+        last = max(e.get("attempt", 0) for e in ev if e["event"] == "launch")
+        check(any(e["event"] == "role_finished" for e in ev), "no role_finished record in the event log")
+        check(exits[-1].get("attempt") == last, "the finished attempt is not the last one launched")
+    # Every repair that completed carries its time, and job_end counts it.
+    repairs = [e for e in ev if e["event"] in ("warm_relaunch", "cold_restart") and e.get("outcome") == "resumed"]
+    for r in repairs:
+        check("total_ms" in r, f"{r['event']} {r.get('relaunch', r.get('restart'))} resumed without total_ms")
+    if ends and repairs:
+        counted = ends[0].get("time_lost_ms", {}).get("relaunch", 0)
+        spent = sum(r.get("total_ms", 0) for r in repairs)
+        check(abs(counted - spent) < 0.01 * len(repairs) + 1e-6,
+              f"job_end counts {counted} ms of relaunches, the records {spent} ms")
     left = shm_segments(job)
     check(not left, f"/dev/shm segments of job {job} left after the launcher ended: {left}")
     cleanup = [e for e in ev if e["event"] == "shm_cleanup"]

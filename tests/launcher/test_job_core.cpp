@@ -495,11 +495,7 @@ TEST_CASE("policy: spares exhausted (77) -> HDF5 restart, or exit 77 without a c
 
     Harness without(plan_of(2));
     without.start();
-    without.register_all();
-    without.steps(0, 20);
-    without.ranks_exit(RankStatus::lost);
-    without.mpirun_exits(exited(77));
-    without.tick();
+    die_at(without, 20, exited(77));
     CHECK(without.core->outcome().name == "spares_exhausted");
     CHECK(without.core->outcome().exit_code == kExitNoSpares);
 }
@@ -507,10 +503,7 @@ TEST_CASE("policy: spares exhausted (77) -> HDF5 restart, or exit 77 without a c
 TEST_CASE("policy: a bad configuration (exit 2) stops the job, no retry") {
     Harness h(plan_of());
     h.start();
-    h.register_all();
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(exited(2));
-    h.tick();
+    die_at(h, 0, exited(2));
     CHECK(h.asked<StartAttempt>().size() == 1);
     CHECK(h.core->outcome().name == "failed");
     CHECK(h.core->outcome().exit_code == kExitUsage);

@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 
 #include "restart_policy.hpp"
-#include "supervisor.hpp"
+#include "exit_codes.hpp"
 
 using namespace flashrec::launcher;
 
