@@ -8,6 +8,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -186,8 +187,10 @@ void Supervisor::execute(const Effect& effect) {
     } else if (const auto* signal = std::get_if<SignalJob>(&effect)) {
         if (mpirun > 0 && !attempt_.exited) ::kill(-mpirun, signal->signo);
     } else if (const auto* leftovers = std::get_if<KillLeftovers>(&effect)) {
+        // Only processes of this job: its own tree, or (not a subreaper) those with its launch id.
+        const auto tagged = subreaper_ ? std::vector<pid_t>{} : processes_with_env(kLaunchIdVar, launch_id_);
         for (const int pid : leftovers->pids)
-            if (pid > 1 && is_descendant(pid, ::getpid())) ::kill(pid, SIGKILL);
+            if (pid > 1 && (is_descendant(pid, ::getpid()) || std::ranges::count(tagged, pid))) ::kill(pid, SIGKILL);
     } else if (const auto* start = std::get_if<StartAttempt>(&effect)) {
         start_attempt(*start);
     } else if (const auto* down = std::get_if<TeardownAttempt>(&effect)) {
