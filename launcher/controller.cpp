@@ -344,28 +344,30 @@ private:
             return false;
         }
         if (auto* event = std::get_if<wire::Event>(&message_)) {
-            const bool finished = event->record.value("event", "") == ft::records::RoleFinished::kEvent;
-            // Acknowledged once the launcher holds it (on_event queued it): the rank may leave.
-            if (owner_.on_event(*slot_, std::move(event->record)) && finished) send_finished_ack();
+            const std::string name = event->record.value("event", "");
+            // A rank's last record (it is about to leave), acknowledged once the launcher holds
+            // it (on_event queued it): the launcher's judgement never depends on how fast it came.
+            const bool last = name == records::RoleFinished::kEvent || name == records::EndingJob::kEvent;
+            if (owner_.on_event(*slot_, std::move(event->record)) && last) send_record_ack();
             return true;
         }
         if (std::holds_alternative<wire::Bye>(message_)) {
             close(Ending::bye);
             return false;
         }
-        drop(DropReason::protocol_violation, std::holds_alternative<wire::FinishedAck>(message_)
-                                                 ? "FINISHED_ACK goes from the controller to a rank, not back"
+        drop(DropReason::protocol_violation, std::holds_alternative<wire::RecordAck>(message_)
+                                                 ? "RECORD_ACK goes from the controller to a rank, not back"
                                                  : "second HELLO");
         return false;
     }
 
-    void send_finished_ack() {
-        if (!ack_frame_.empty()) return;  // one per connection
-        wire::encode(wire::FinishedAck{}, ack_frame_);
+    void send_record_ack() {
+        if (!ack_frame_.empty()) return;  // one per connection: the rank leaves after it
+        wire::encode(wire::RecordAck{}, ack_frame_);
         asio::async_write(socket_, asio::buffer(ack_frame_), [self = shared_from_this()](const error_code& ec, std::size_t) {
             // The rank left already (its wait is bounded); its EOF ends the session as usual.
             if (ec && !self->closed_)
-                self->owner_.log("control_plane_error", {{"peer", self->peer_}, {"what", "FINISHED_ACK not sent: " + ec.message()}});
+                self->owner_.log("control_plane_error", {{"peer", self->peer_}, {"what", "RECORD_ACK not sent: " + ec.message()}});
         });
     }
 

@@ -131,9 +131,9 @@ struct HeartbeatClient::Impl {
     std::chrono::steady_clock::time_point connected_at;
     int quick_closes = 0;  // connections in a row the controller closed within 1 s (a wrong token?)
     std::vector<std::byte> in_flight;
-    wire::FrameDecoder from_controller{16};  // it sends only FINISHED_ACK: empty bodies
+    wire::FrameDecoder from_controller{16};  // it sends only RECORD_ACK: an empty body
     wire::Message received;
-    std::atomic<bool> finished_acked{false};
+    std::atomic<bool> record_acked{false};
     bool connected = false;
     bool writing = false;
     bool heartbeat_due = false;
@@ -207,8 +207,8 @@ void HeartbeatClient::Impl::on_connected() {
     schedule_tick();
 }
 
-// The controller sends one frame, FINISHED_ACK; an error or EOF means it closed (or reset)
-// the connection.
+// The controller sends one frame, RECORD_ACK; anything else, an error or EOF means it closed
+// (or reset) the connection.
 void HeartbeatClient::Impl::watch_for_close() {
     const unsigned gen = generation;
     const auto space = from_controller.receive_buffer(64);
@@ -222,11 +222,11 @@ void HeartbeatClient::Impl::watch_for_close() {
         for (;;) {
             const auto status = from_controller.next(received);
             if (status == wire::FrameDecoder::Status::need_more) break;
-            if (status == wire::FrameDecoder::Status::error || !std::holds_alternative<wire::FinishedAck>(received)) {
+            if (status == wire::FrameDecoder::Status::error || !std::holds_alternative<wire::RecordAck>(received)) {
                 if (!stopping) connection_failed("the controller sent a frame a rank does not take");
                 return;
             }
-            finished_acked = true;
+            record_acked = true;
         }
         watch_for_close();
     });
@@ -410,7 +410,7 @@ bool HeartbeatClient::flush(std::chrono::milliseconds limit) noexcept {
 bool HeartbeatClient::send_final(const nlohmann::json& record, std::chrono::milliseconds limit) noexcept {
     if (!send_event(record)) return false;
     const auto until = std::chrono::steady_clock::now() + limit;
-    while (!impl_->finished_acked) {
+    while (!impl_->record_acked) {
         if (!impl_->active || std::chrono::steady_clock::now() >= until) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }

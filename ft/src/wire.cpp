@@ -150,8 +150,8 @@ void encode_body(const Event& event, std::vector<std::byte>& out) {
 }
 
 void encode_body(const Bye&, std::vector<std::byte>& out) { put_u8(out, static_cast<std::uint8_t>(FrameType::bye)); }
-void encode_body(const FinishedAck&, std::vector<std::byte>& out) {
-    put_u8(out, static_cast<std::uint8_t>(FrameType::finished_ack));
+void encode_body(const RecordAck&, std::vector<std::byte>& out) {
+    put_u8(out, static_cast<std::uint8_t>(FrameType::record_ack));
 }
 
 DecodeError decode_hello(Reader& in, Message& out) {
@@ -289,7 +289,7 @@ std::string_view to_string(DecodeError error) {
         case DecodeError::malformed_heartbeat: return "malformed_heartbeat";
         case DecodeError::malformed_event: return "malformed_event";
         case DecodeError::malformed_bye: return "malformed_bye";
-        case DecodeError::malformed_finished_ack: return "malformed_finished_ack";
+        case DecodeError::malformed_record_ack: return "malformed_record_ack";
     }
     return "unknown";
 }
@@ -306,9 +306,9 @@ DecodeError decode_payload(std::span<const std::byte> payload, Message& out) {
             if (in.remaining() != 0) return DecodeError::malformed_bye;
             out = Bye{};
             return DecodeError::none;
-        case FrameType::finished_ack:
-            if (in.remaining() != 0) return DecodeError::malformed_finished_ack;
-            out = FinishedAck{};
+        case FrameType::record_ack:
+            if (in.remaining() != 0) return DecodeError::malformed_record_ack;
+            out = RecordAck{};
             return DecodeError::none;
     }
     return DecodeError::unknown_type;

@@ -63,7 +63,7 @@ void Runtime::Impl::end_job(const std::string& why, int exit_code) {
     std::fflush(stderr);
     // The launcher acts on the exit code this process asks for (mpirun's own status says little
     // under ULFM): a typed record, written out before the process goes.
-    emit(ft::records::EndingJob{exit_code, static_cast<std::int32_t>(getpid()), why}.to_json(), true);
+    (void)emit_last(ft::records::EndingJob{exit_code, static_cast<std::int32_t>(getpid()), why}.to_json());
     // Not MPI_Abort: under ULFM it can take survivors down in odd ways; the launcher sees the
     // exit code and decides (75: relaunch from node-local snapshots; other: HDF5 restart).
     _exit(exit_code);

@@ -216,7 +216,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     faults = runtime::FaultInjector(cfg.faults, !spares::was_spawned());
     faults.announce_to([this](const ft::records::FaultInjected& f) { emit(f.to_json(), true); });
     watchdog.before_exit([this](const std::string& why, int code) {
-        emit(ft::records::EndingJob{code, static_cast<std::int32_t>(getpid()), why}.to_json(), true);
+        (void)emit_last(ft::records::EndingJob{code, static_cast<std::int32_t>(getpid()), why}.to_json());
     });
     if (spares::was_spawned()) {
         // A cold spare: the survivors started this process to take a dead role.
@@ -306,6 +306,17 @@ void Runtime::Impl::connect_control_plane() {
 
 void Runtime::Impl::send_event(const nlohmann::json& record) {
     if (heartbeat) heartbeat->send_event(record);
+}
+
+bool Runtime::Impl::emit_last(const nlohmann::json& record) {
+    std::fprintf(stderr, "%s\n", ft::records::event_line(record).c_str());
+    std::fflush(stderr);
+    if (!heartbeat) return true;
+    const bool acknowledged = heartbeat->send_final(record, std::chrono::milliseconds(ft::kRecordAckLimitMs));
+    if (!acknowledged)
+        log("flashrec-launch did not acknowledge this process's " + record.value("event", std::string("?")) +
+            " record within " + std::to_string(ft::kRecordAckLimitMs) + " ms; leaving anyway");
+    return acknowledged;
 }
 
 void Runtime::Impl::emit(const nlohmann::json& record, bool before_exit) {
@@ -561,17 +572,11 @@ void Runtime::Impl::finish_job() {
     if (!loop_finished || membership.role_index < 0) return;
     const std::int64_t last = cfg.job.steps - 1;
     faults.at(last, config::Phase::finish);
-    bool acknowledged = true;  // without a launcher nobody judges the end: the job is over
-    const ft::records::RoleFinished record{topology::role_key(coord()), static_cast<std::int32_t>(getpid()),
-                                           cfg.job.steps, ft::checksum_hex(own_state_checksum())};
-    std::fprintf(stderr, "%s\n", ft::records::event_line(record.to_json()).c_str());
-    if (heartbeat) {
-        acknowledged = heartbeat->send_final(record.to_json(), std::chrono::milliseconds(ft::kFinishedAckLimitMs));
-        if (!acknowledged)
-            log("flashrec-launch did not acknowledge this role's role_finished record within " +
-                std::to_string(ft::kFinishedAckLimitMs) + " ms; leaving anyway, and leaving the job's "
-                "snapshot segments to the launcher");
-    }
+    // Without a launcher nobody judges the end (emit_last is true): the job is over.
+    const bool acknowledged = emit_last(ft::records::RoleFinished{topology::role_key(coord()),
+                                                                  static_cast<std::int32_t>(getpid()), cfg.job.steps,
+                                                                  ft::checksum_hex(own_state_checksum())}
+                                            .to_json());
     faults.at(last, config::Phase::finalize);
     // The segments go once every role's record is with the launcher: then it judges the job
     // finished whatever happens next. One decision for all (an agreement survives failures).
@@ -672,7 +677,11 @@ Runtime::~Runtime() {
     // (flashrec-snapshots remove <job>). docs/limitations.md.
     auto& im = *impl_;
     if (std::uncaught_exceptions() == 0) {
-        im.finish_job();
+        try {
+            im.finish_job();
+        } catch (const std::exception& e) {  // a device read for the checksum: the segments stay
+            im.log(std::string("could not end the job cleanly: ") + e.what());
+        }
         return;
     }
     if (im.heartbeat || im.membership.role_index < 0 || !im.loop_started) return;

@@ -252,7 +252,7 @@ TEST_CASE("wire: every frame type survives a round trip, whole or one byte at a 
         wire::Event{{{"event", "recovery.timeline"}, {"epoch", 2}, {"phases", {{"shrink_ms", 1.5}}}}},
         wire::Event{{{"event", "loss"}, {"step", 40}, {"value", 0.125}, {"note", "h\u00e9llo"}}},
         wire::Bye{},
-        wire::FinishedAck{},
+        wire::RecordAck{},
     };
     std::vector<std::byte> stream;
     for (const auto& message : messages) wire::encode(message, stream);
@@ -913,7 +913,7 @@ TEST_CASE("live: a rank whose tag stops while another's moves is declared hung; 
     CHECK(live.hung.all().size() == 1);
 }
 
-TEST_CASE("live: a role_finished record is acknowledged once the launcher holds it; a refused one is not") {
+TEST_CASE("live: a last record (role_finished, ending_job) is acknowledged once the launcher holds it; a refused one is not") {
     LiveController live;
     StepProgress progress;
     HeartbeatClient client(live.client_options("dp0.tp0.pp0"), progress);
@@ -921,6 +921,11 @@ TEST_CASE("live: a role_finished record is acknowledged once the launcher holds 
     // The acknowledgement comes after the record was logged (and handed to the launcher).
     CHECK(client.send_final(flashrec::ft::records::RoleFinished{"dp0.tp0.pp0", 5, 300, "0123456789abcdef"}.to_json(), 20s));
     CHECK(log_has(live.log_path, "role_finished", R"("checksum":"0123456789abcdef")"));
+
+    HeartbeatClient ending(live.client_options("dp2.tp0.pp0"), progress);
+    REQUIRE(eventually([&] { return live.registered("dp2.tp0.pp0"); }));
+    CHECK(ending.send_final(flashrec::ft::records::EndingJob{76, 7, "state lost"}.to_json(), 20s));
+    CHECK(log_has(live.log_path, "ending_job", R"("exit_code":76)"));
 
     HeartbeatClient refused(live.client_options("dp1.tp0.pp0"), progress);
     REQUIRE(eventually([&] { return live.registered("dp1.tp0.pp0"); }));

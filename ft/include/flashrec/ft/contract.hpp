@@ -46,10 +46,10 @@ inline constexpr char kTestCheckpointPause[] = "FLASHREC_TEST_CHECKPOINT_PAUSE";
 
 }  // namespace env
 
-// How long a finished rank waits for the launcher to acknowledge its role_finished record
-// before it goes on without (and says so): the launcher answers as soon as the record reaches
-// it, so this bounds only a launcher that is stuck or gone.
-inline constexpr int kFinishedAckLimitMs = 5000;
+// How long a rank that leaves waits for the launcher to acknowledge its last record
+// (role_finished, ending_job) before it goes on without (and says so): the launcher answers as
+// soon as the record reaches it, so this bounds only a launcher that is stuck or gone.
+inline constexpr int kRecordAckLimitMs = 5000;
 
 // --- rank exit codes the launcher acts on (flashrec-launch ends with the same numbers when it
 // cannot serve the request; docs/contract.md) ---

@@ -64,9 +64,10 @@ public:
     // Waits until every queued event was written to the socket (true), or `limit` passed, or
     // the client gave up (false). For a process about to _exit with a record the launcher acts on.
     bool flush(std::chrono::milliseconds limit) noexcept;
-    // Sends a role_finished record (records.hpp) and waits until the controller acknowledged
-    // it (FINISHED_ACK: the launcher holds it), at most `limit`. false: no acknowledgement (no
-    // controller, it gave up, or the limit passed); a reconnection resends nothing.
+    // Sends this rank's last record (role_finished or ending_job, records.hpp) and waits until
+    // the controller acknowledged it (RECORD_ACK: the launcher holds it), at most `limit`.
+    // false: no acknowledgement (no controller, it gave up, the record was refused, or the
+    // limit passed); a reconnection resends nothing.
     bool send_final(const nlohmann::json& record, std::chrono::milliseconds limit) noexcept;
     // Connected or still connecting; false once it gave up.
     bool active() const noexcept;

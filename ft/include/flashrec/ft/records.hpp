@@ -98,7 +98,7 @@ struct EndingJob {
 
 // A role's process is done: its step loop ended after the job's last step and the trainer's
 // code after the loop returned. Sent by every active role just before MPI_Finalize; the
-// launcher acknowledges it (a FINISHED_ACK frame) and judges "finished" from these records
+// launcher acknowledges it (a RECORD_ACK frame) and judges "finished" from these records
 // alone, whatever mpirun's exit status and whenever it exits.
 struct RoleFinished {
     static constexpr char kEvent[] = "role_finished";

@@ -43,8 +43,8 @@ std::optional<Token> token_from_hex(std::string_view hex);
 // Constant time: a wrong token must not reveal how many leading bytes were right.
 bool tokens_equal(const Token& a, const Token& b);
 
-// hello..bye go from a rank to the controller; finished_ack is the one frame the controller sends.
-enum class FrameType : std::uint8_t { hello = 1, heartbeat = 2, event = 3, bye = 4, finished_ack = 5 };
+// hello..bye go from a rank to the controller; record_ack is the one frame the controller sends.
+enum class FrameType : std::uint8_t { hello = 1, heartbeat = 2, event = 3, bye = 4, record_ack = 5 };
 
 // What a rank is doing. The step tag alone cannot tell a parked spare or a rank in recovery
 // (legitimately not stepping) from a stuck one.
@@ -87,13 +87,14 @@ struct Bye {
     bool operator==(const Bye&) const = default;
 };
 
-// Controller to rank: the launcher holds this rank's role_finished record (records.hpp), so
-// the rank may leave: the job's end is judged from that record, not from how the rank exits.
-struct FinishedAck {
-    bool operator==(const FinishedAck&) const = default;
+// Controller to rank: the launcher holds this rank's last record (role_finished or ending_job,
+// records.hpp), so the rank may leave: what the launcher decides from it never depends on how
+// fast it arrived or how the rank exits.
+struct RecordAck {
+    bool operator==(const RecordAck&) const = default;
 };
 
-using Message = std::variant<Hello, Heartbeat, Event, Bye, FinishedAck>;
+using Message = std::variant<Hello, Heartbeat, Event, Bye, RecordAck>;
 
 // Field rules, shared by the encoder (fail early on the sender) and the decoder.
 bool valid_role(std::string_view role);          // 1..64 of [A-Za-z0-9._:-]
@@ -116,7 +117,7 @@ enum class DecodeError : std::uint8_t {
     malformed_heartbeat,
     malformed_event,
     malformed_bye,
-    malformed_finished_ack,
+    malformed_record_ack,
 };
 std::string_view to_string(DecodeError error);
 

@@ -162,6 +162,9 @@ struct Runtime::Impl {
     // A typed record (ft/records.hpp) for the launcher, and as a "flashrec-event:" line on
     // stderr for runs without one; `before_exit`: wait (bounded) until it is written.
     void emit(const nlohmann::json& record, bool before_exit = false);
+    // The record this process leaves with (role_finished, ending_job), on stderr and to the
+    // launcher, which acknowledges it (bounded wait): true when it did, or when there is none.
+    bool emit_last(const nlohmann::json& record);
 
     // Recovery (recovery.cpp).
     // Snapshot segments are named per node, so virtual nodes on one machine never share them.
