@@ -28,7 +28,7 @@ int signalled(int sig) { return sig; }
 const std::vector<std::string> kRoles = {"dp0.tp0.pp0", "dp1.tp0.pp0", "dp2.tp0.pp0", "dp3.tp0.pp0"};
 
 // dp 4 on 2 nodes of 2 ranks, one hot spare; heartbeats every 100 ms, hangs after 1 s.
-Plan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slurm = false) {
+Plan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slurm = false, int spare_nodes = 1) {
     Plan plan;
     auto& cfg = plan.cfg;
     cfg.job.name = "t-core";
@@ -45,8 +45,10 @@ Plan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slur
     plan.local_host = "here";
     plan.events_path = "/nonexistent/t-core.events.jsonl";
     if (slurm) {
-        cfg.job.spare_nodes = 1;
-        plan.allocation = flashrec::slurm::split_nodes({"fn1", "fn2", "fn3"}, 2, 1);
+        cfg.job.spare_nodes = spare_nodes;
+        plan.allocation = flashrec::slurm::split_nodes(spare_nodes ? std::vector<std::string>{"fn1", "fn2", "fn3"}
+                                                                    : std::vector<std::string>{"fn1", "fn2"},
+                                                       2, spare_nodes);
         plan.allocation->job_id = "42";
     }
     plan.layout = make_layout(cfg, plan.local_host, plan.allocation ? &*plan.allocation : nullptr);
@@ -564,7 +566,7 @@ TEST_CASE("incident: a stall is confirmed before the kill, or cleared") {
     CHECK(h.logged("failure").size() == 1);
 }
 
-TEST_CASE("incident: a lost rank is classified after its last words (fault record, exit request)") {
+TEST_CASE("incident: a lost rank is classified after its last words (its fault's record, an MPI error seen)") {
     Harness h(plan_of());
     h.start();
     h.register_all();
@@ -679,7 +681,7 @@ TEST_CASE("incident: mpirun lingering 10 s after every rank left is ended") {
 // ------------------------------------------------------------------------------------------
 // scenarios across parts
 
-TEST_CASE("a hang confirmed, then the same rank lost: one incident, recovered in-job") {
+TEST_CASE("a hang confirmed, then the same rank lost: one incident, the kill confirmed") {
     Harness h(plan_of());
     h.start();
     h.register_all();
@@ -805,4 +807,29 @@ TEST_CASE("the spawn trap: PRRTE losing its daemon on the spare node during a re
     h.feed(DaemonLost{"fn3", "lost communication with a remote daemon"});
     CHECK(h.logged("spawn_daemon_lost").size() == 1);
     CHECK(h.logged("node_lost").empty());
+}
+
+TEST_CASE("no spare node left, checkpoint-and-requeue: a relaunch only writes a checkpoint, then the job is requeued") {
+    Plan plan = plan_of(2, "/ckpt", true, 0);
+    plan.cfg.slurm.when_spares_exhausted = "checkpoint-and-requeue";
+    Harness h(std::move(plan));
+    h.checkpoint = 30;
+    h.start();
+    h.register_all();
+    h.steps(0, 30);
+    h.feed(DaemonLost{"fn2", "lost communication with a remote daemon"});
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(1));
+    h.tick();
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    CHECK(h.asked<StartAttempt>()[1].launch.checkpoint_and_exit);
+    CHECK(h.core->attempt().kind == "checkpoint_for_requeue");
+    CHECK(h.said("no spare node left for fn2"));
+    // The checkpoint-only attempt ends (it does not finish the job's steps).
+    die_at(h, 30, exited(0));
+    CHECK(h.logged("checkpoint_for_requeue").at(0)["step"] == 30);
+    CHECK(h.core->outcome().name == "requeued");
+    CHECK(h.core->outcome().exit_code == kExitRequeued);
+    REQUIRE(h.asked<Finish>().size() == 1);
+    CHECK(h.asked<Finish>()[0].requeue_from == 30);
 }
