@@ -563,8 +563,10 @@ void Runtime::Impl::finish_loop() {
         }
     }
     // The snapshot segments stay until the job has ended (finish_job): a failure in the trainer's
-    // code after the loop is repaired by a warm relaunch from them.
+    // code after the loop is repaired by a warm relaunch from them. The state is hashed now:
+    // by ~Runtime the trainer's buffers may be gone (declared after the Runtime).
     loop_finished = true;
+    final_state_checksum = own_state_checksum();
     faults.at(last, config::Phase::after_loop);
 }
 
@@ -575,7 +577,7 @@ void Runtime::Impl::finish_job() {
     // Without a launcher nobody judges the end (emit_last is true): the job is over.
     const bool acknowledged = emit_last(ft::records::RoleFinished{topology::role_key(coord()),
                                                                   static_cast<std::int32_t>(getpid()), cfg.job.steps,
-                                                                  ft::checksum_hex(own_state_checksum())}
+                                                                  ft::checksum_hex(final_state_checksum)}
                                             .to_json());
     faults.at(last, config::Phase::finalize);
     // The segments go once every role's record is with the launcher: then it judges the job
@@ -679,7 +681,7 @@ Runtime::~Runtime() {
     if (std::uncaught_exceptions() == 0) {
         try {
             im.finish_job();
-        } catch (const std::exception& e) {  // a device read for the checksum: the segments stay
+        } catch (const std::exception& e) {  // a destructor must not throw: the segments stay
             im.log(std::string("could not end the job cleanly: ") + e.what());
         }
         return;

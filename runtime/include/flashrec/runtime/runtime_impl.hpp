@@ -136,8 +136,10 @@ struct Runtime::Impl {
     // recovers), job_stats sent, hot spares released. The segments stay (finish_job).
     void finish_loop();
     bool loop_finished = false;
+    std::uint64_t final_state_checksum = 0;  // own_state_checksum() at the loop's end
     // From the destructor, after the trainer's code: this role's role_finished record to the
-    // launcher, and once every role's is acknowledged, this node's segments removed.
+    // launcher, and once every role's is acknowledged, this node's segments removed. It must
+    // not touch the trainer's buffers: they may be gone.
     void finish_job();
     // This role's protected state in one hash (each buffer's name and bytes), no MPI.
     std::uint64_t own_state_checksum();
