@@ -511,11 +511,14 @@ def scenario_hdf5_restart(a):
         if pid and any(e["event"] == "checkpoint" for e in ev):
             os.kill(pid, signal.SIGKILL)
             state["killed"] = pid
+            state["after_the_end"] = any(e["event"] == "role_finished" for e in ev)
             print(f"test: a checkpoint is published; SIGKILLed dp2.tp0.pp0 (pid {pid})", flush=True)
 
     rc, text = launch(a, ev_path, watcher=watcher)
     ev = events(ev_path)
     check(state["killed"] is not None, "the test never got to kill a rank (no checkpoint published?)")
+    check(not state.get("after_the_end"), "the first checkpoint was published after the job's last step: "
+          "the kill found a finished job (make the job's steps longer)")
     common_end(a, job, rc, text, ev, 0, ref)
     deaths = [e for e in ev if e["event"] == "failure" and e.get("classification") == "spares_exhausted"]
     check(len(deaths) == 1, "the job's death was not classified spares_exhausted")
