@@ -34,7 +34,6 @@ enum RuleId : std::size_t {
     r_sig_other,
     r_mpi_failed,
     r_mpi_other,
-    r_device,
     r_job_ended,
     r_job_stalled,
     r_count,
@@ -82,8 +81,6 @@ constexpr std::array<Rule, r_count> kRules = {{
     {"MPI error (other class)", "transient_comm", Action::replace_in_place, 1,
      "a communication error (e.g. MPI_ERR_OTHER after a peer died): local recovery first; if "
      "the job dies of it, the job_ended_early rule escalates"},
-    {"device error (CUDA/NCCL)", "device_fault", Action::replace_node, 2,
-     "a GPU memory or device fault: the node is suspect (DeadPool: node replacement)"},
     {"MPI job ended early", "job_lost", Action::warm_relaunch, 2,
      "mpirun ended before every role finished (node loss, crash cascade, mpirun killed)"},
     {"job stalled", "job_stalled", Action::warm_relaunch, 2,
@@ -126,7 +123,6 @@ std::string_view to_string(Observed observed) {
         case Observed::exit_code: return "exit_code";
         case Observed::signal: return "signal";
         case Observed::mpi_error: return "mpi_error";
-        case Observed::device_error: return "device_error";
         case Observed::job_ended_early: return "job_ended_early";
         case Observed::job_stalled: return "job_stalled";
     }
@@ -168,7 +164,6 @@ const Rule& classify(const Observation& o) {
                 default: return kRules[r_sig_other];
             }
         case Observed::mpi_error: return is_failure_class(o.value) ? kRules[r_mpi_failed] : kRules[r_mpi_other];
-        case Observed::device_error: return kRules[r_device];
         case Observed::job_ended_early: return kRules[r_job_ended];
         case Observed::job_stalled: return kRules[r_job_stalled];
     }

@@ -33,7 +33,6 @@ enum class Observed : std::uint8_t {
     exit_code,           // a rank's (or mpirun's) exit code, `value`
     signal,              // killed by signal `value`
     mpi_error,           // a rank reported MPI error class `value`
-    device_error,        // a rank reported a CUDA/NCCL error (an EVENT named device_error)
     job_ended_early,     // mpirun exited before every role finished its step loop
     job_stalled,         // no role made progress for the job-level stall limit
 };

@@ -81,15 +81,6 @@ void IncidentBook::on(const ft::records::EndingJob& ending) {
     if (ending.pid > 0) exit_requests_[ending.pid] = code;
 }
 
-void IncidentBook::on(const DeviceError& error, const JobView& job, Now now, Effects& fx) {
-    Incident i;
-    i.attempt = job.attempt.index;
-    i.obs = {Observed::device_error, 0};
-    i.role = error.source;
-    i.detail = error.text;
-    add(std::move(i), now, fx);
-}
-
 std::optional<ForcedDeath> IncidentBook::on(const RankHung& hung, const JobView& job, NodeWatch& nodes, Now now,
                                             Effects& fx) {
     const auto& inc = hung.incident;

@@ -36,7 +36,6 @@ public:
     void on(const ft::records::SpareReleased& released) { released_pids_.insert(released.pid); }
     // The leader's job_stats: its step loop ended (spares leave without BYE from now on).
     void on(const ft::records::JobStats&) { loop_ended_ = true; }
-    void on(const DeviceError& error, const JobView& job, Now now, Effects& fx);
     // An in-job recovery (`by`: "in-job tier 1 (hot)") of `failed` roles: their incidents of this
     // attempt are recovered; under Slurm their nodes are given up on.
     void on_recovery(const ft::records::Recovery& recovery, const std::string& by, const JobView& job, NodeWatch& nodes,

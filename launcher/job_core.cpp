@@ -116,8 +116,6 @@ void JobCore::handle(const RecoveryRecord& record, Now now, Effects& fx) {
     report_.on_in_job_recovery(r, fx);
 }
 
-void JobCore::handle(const DeviceError& error, Now now, Effects& fx) { incidents_.on(error, view(), now, fx); }
-
 // ------------------------------------------------------------------------------------------
 // what the shell saw
 

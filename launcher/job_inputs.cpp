@@ -14,8 +14,6 @@ std::optional<Input> record_input(const nlohmann::json& record) {
     if (name == records::MpiErrorSeen::kEvent) return records::MpiErrorSeen::from_json(record);
     if (name == records::SpareReleased::kEvent) return records::SpareReleased::from_json(record);
     if (name == records::RoleFinished::kEvent) return records::RoleFinished::from_json(record);
-    if (name == "device_error" || name == "cuda_error" || name == "nccl_error")
-        return DeviceError{record.value("source", "?"), record.dump()};
     return std::nullopt;
 }
 

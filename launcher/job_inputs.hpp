@@ -39,11 +39,6 @@ struct RecoveryRecord {
     ft::records::Recovery recovery;
     nlohmann::json raw;
 };
-// An EVENT named device_error / cuda_error / nccl_error.
-struct DeviceError {
-    std::string source;
-    std::string text;
-};
 struct MpirunExited {
     int status = 0;  // its wait status
 };
@@ -78,7 +73,7 @@ struct TeardownDone {
 
 using Input = std::variant<ft::records::Step, ft::records::FaultInjected, ft::records::CheckpointPublished,
                            ft::records::EndingJob, ft::records::RoleFinished, ft::records::MpiErrorSeen,
-                           ft::records::SpareReleased, ft::records::JobStats, RecoveryRecord, DeviceError, RankHung,
+                           ft::records::SpareReleased, ft::records::JobStats, RecoveryRecord, RankHung,
                            RankLost, MpirunExited, DaemonLost, SignalReceived, Tick, AttemptStarted, TeardownDone>;
 
 // A rank's record as an input: nullopt for records the launcher does not act on (a trainer's own

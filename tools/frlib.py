@@ -11,6 +11,13 @@ its prose, which is for people).
     import frlib
     job = frlib.run_job(4, [trainer, "--config", path], timeout=120, expect="^final_checksum=")
     job.checksum, job.event("job_stats"), job.events("recovery")
+
+A job under flashrec-launch runs through launch(): the same fr-run around the launcher, its event
+log (typed records, one JSON object a line) read back, and a watcher called while it runs that
+sees the records as they are written (to kill mpirun at a step, flood the control port, ...):
+
+    run = frlib.launch(launcher, config, events_path, faults=["role=1:step=10:action=kill"])
+    run.exit_code, run.checksum, run.events("warm_relaunch")
 """
 import json
 import os
@@ -114,3 +121,115 @@ def pids_with_env(name, value):
         except OSError:
             pass
     return pids
+
+
+def read_events(path):
+    """The records of a flashrec-launch event log (docs/launcher.md), in order; [] when there is
+    none yet. A line the launcher is still writing is left out."""
+    return EventLog(path).records()
+
+
+class EventLog:
+    """Follows an event log while the launcher writes it: records() reads only what was appended
+    since the last call (a watcher polls every few ms)."""
+
+    def __init__(self, path):
+        self.path = path
+        self._offset = 0
+        self._records = []
+
+    def records(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return self._records
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        for line in complete.splitlines():
+            if line.strip():
+                self._records.append(json.loads(line))
+        self._offset += len(complete)
+        return self._records
+
+
+class Running:
+    """What a launch() watcher gets while the launcher runs: `proc` (fr-run's process), the event
+    log so far (records()), `done` (set it to stop being called), and the `context` given to
+    launch() as attributes, for the watcher's own state."""
+
+    def __init__(self, proc, log, context):
+        self.proc = proc
+        self.log = log
+        self.done = False
+        for key, value in (context or {}).items():
+            setattr(self, key, value)
+
+    def records(self):
+        return self.log.records()
+
+
+class Launch:
+    """One finished flashrec-launch run: the launcher's exit code (None when fr-run killed it at
+    its timeout), fr-run's verdict (`ok`: no timeout, nothing left behind, `exit_code` as required),
+    the merged output, the event log's records and the wall time."""
+
+    def __init__(self, result, ok, output, records, seconds, running):
+        self.exit_code = None if result.get("timed_out") else result.get("exit_code")
+        self.hung = bool(result.get("timed_out"))
+        self.left_behind = bool(result.get("left_behind"))
+        self.failures = result.get("failures", [])
+        self.ok = ok
+        self.output = output
+        self.records = records
+        self.seconds = seconds
+        self.running = running  # the watcher's state, as it left it
+
+    @property
+    def checksum(self):
+        """The final checksum when the run printed exactly one, else None."""
+        sums = checksums(self.output)
+        return sums[0] if len(sums) == 1 else None
+
+    def events(self, name=None):
+        return [r for r in self.records if name is None or r.get("event") == name]
+
+
+def launch(launcher, config, events_path, faults=(), extra=(), timeout=240, exit_code=None, env=None,
+           watcher=None, context=None, poll_s=0.005):
+    """Runs `launcher config --events events_path` (plus --fault for each of `faults`, then
+    `extra`) under fr-run: a hard timeout, every process of it reaped, a leak check, and with
+    `exit_code` that exit code required. The event log is removed first; the merged output is
+    kept beside it (events_path + ".out"). `watcher(running)` is called every `poll_s` while the
+    launcher runs, until it sets running.done."""
+    if os.path.exists(events_path):
+        os.remove(events_path)
+    result_path = events_path + ".fr-run.json"
+    if os.path.exists(result_path):
+        os.remove(result_path)
+    cmd = [FR_RUN, "--timeout", str(timeout), "--result", result_path]
+    if exit_code is not None:
+        cmd += ["--exit-code", str(exit_code)]
+    cmd += ["--", launcher, config, "--events", events_path]
+    for f in faults:
+        cmd += ["--fault", f]
+    cmd += list(extra)
+    out_path = events_path + ".out"
+    start = time.monotonic()
+    with open(out_path, "w") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                             env=None if env is None else dict(os.environ, **env))
+        running = Running(p, EventLog(events_path), context)
+        while p.poll() is None:
+            if watcher and not running.done:
+                watcher(running)
+            time.sleep(poll_s)
+    seconds = time.monotonic() - start
+    with open(out_path) as f:
+        output = f.read()
+    try:
+        with open(result_path) as f:
+            result = json.load(f)
+    except (FileNotFoundError, ValueError):
+        result = {"failures": ["fr-run wrote no result"]}
+    return Launch(result, p.returncode == 0, output, read_events(events_path), seconds, running)

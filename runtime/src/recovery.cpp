@@ -79,15 +79,13 @@ recovery::Report Runtime::Impl::report() const {
     for (const auto& b : state.buffers())
         r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
     if (membership.role_index < 0) return r;
-    const std::string me = topology::role_key(coord());
     auto rejected_in = [&](const std::string& key) {
         const auto it = rejected_versions.find(key);
         return it == rejected_versions.end() ? std::set<std::int64_t>{} : it->second;
     };
-    r.own = recovery::committed_versions(cfg.job.name, store_prefix() + me, rejected_in(store_prefix() + me));
+    r.own = recovery::committed_versions(cfg.job.name, own_segment(), rejected_in(own_segment()));
     for (int owner : held_roles) {
-        const std::string key = store_prefix() + ft::peer_role_key(
-                                    topology::role_key(topology::coord_of(shape, owner)), me);
+        const std::string key = held_segment(owner);
         r.held.push_back({owner, recovery::committed_versions(cfg.job.name, key, rejected_in(key))});
     }
     // Own snapshots of the other roles on this node: a dead one's are served from here when its
@@ -121,15 +119,14 @@ std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& co
     return reports;
 }
 
-void Runtime::Impl::recover() {
+std::optional<Runtime::Impl::Resume> Runtime::Impl::recover() {
     for (int attempt = 0;; ++attempt) {
         if (attempt >= cfg.recovery.max_epochs)
             end_job("in-job recovery failed " + std::to_string(attempt) +
                         " epochs in a row; the launcher relaunches the job (tier 2)",
                     ft::kExitForRelaunch);
         try {
-            recovery_epoch();
-            return;
+            return recovery_epoch();
         } catch (const ShardLost& e) {
             end_job(std::string(e.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", ft::kExitStateLost);
         } catch (const ProcessFailure& e) {
@@ -144,7 +141,7 @@ void Runtime::Impl::recover() {
     }
 }
 
-void Runtime::Impl::recovery_epoch() {
+std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
     timeline.begin();
     enter(Phase::recovery, step);
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
@@ -186,7 +183,7 @@ void Runtime::Impl::recovery_epoch() {
         timeline.mark("merge");
         survivors = std::move(merged);
     }
-    adopt_plan(std::move(survivors), reports, replacements.kind);
+    return adopt_plan(std::move(survivors), reports, replacements.kind);
 }
 
 void Runtime::Impl::join_as_spawned() {
@@ -199,7 +196,7 @@ void Runtime::Impl::join_as_spawned() {
     process_id = (e + 1) * 1000000 + world_rank;
     try {
         const auto reports = exchange_reports(merged);
-        adopt_plan(std::move(merged), reports, "spawned");  // registers with the control plane as its role
+        (void)adopt_plan(std::move(merged), reports, "spawned");  // its state arrives in loop_start; registers with the control plane as its role
     } catch (const ShardLost& lost) {
         // The same decision as the survivors' (the same plan): end with the same exit code.
         end_job(std::string(lost.what()) + "; restart from the newest HDF5 checkpoint (tier 3)", ft::kExitStateLost);
@@ -265,8 +262,9 @@ void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
     if (role_changed) connect_control_plane();
 }
 
-void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports,
-                               std::string replacement) {
+std::optional<Runtime::Impl::Resume> Runtime::Impl::adopt_plan(ft::Comm new_universe,
+                                                              const std::vector<recovery::Report>& reports,
+                                                              std::string replacement) {
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
     const int me = new_universe.rank();
     apply(std::move(new_universe), decide(me, reports, std::move(replacement)));
@@ -274,14 +272,16 @@ void Runtime::Impl::adopt_plan(ft::Comm new_universe, const std::vector<recovery
     watchdog.arm("rebuild", membership.epoch, budget);
     membership.build_communicators(shape, deadline());
     last_recovery->timeline.mark("rebuild");
+    std::optional<Resume> at;
     if (membership.role_index >= 0 && !restore_pending) {
         watchdog.arm("restore", membership.epoch, budget);
         send_restore(last_recovery->plan);
-        finish_recovery();
+        at = finish_recovery();
     } else if (membership.role_index < 0) {
-        finish_recovery();  // an idle spare takes part in the restored-agree, then parks again
+        (void)finish_recovery();  // an idle spare takes part in the restored-agree, then parks again
     }
     watchdog.disarm();
+    return at;
 }
 
 void Runtime::Impl::send_restore(const recovery::Plan& plan) {
@@ -313,7 +313,7 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
     std::vector<std::span<std::byte>> live;
     if (!state.has_device_buffers())
         for (const auto& b : buffers) live.emplace_back(static_cast<std::byte*>(b.data), b.bytes);
-    const ft::SnapshotView mine = committed_in(store_prefix() + me, live);
+    const ft::SnapshotView mine = committed_in(own_segment(), live);
     if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
     std::vector<std::size_t> device_buffers;
     std::vector<std::span<const std::byte>> device_sources;
@@ -350,8 +350,8 @@ void Runtime::Impl::send_restore(const recovery::Plan& plan) {
             if (rep.payload_from_local)
                 log("serving " + owner + "'s state of version " + std::to_string(plan.version) +
                     " from its own snapshot on this node (its process died, the node lives)");
-            held_views.push_back(committed_in(store_prefix() + (rep.payload_from_local ? owner
-                                                                : ft::peer_role_key(owner, me)), {}));
+            held_views.push_back(committed_in(
+                rep.payload_from_local ? store_prefix() + owner : held_segment(rep.role), {}));
             const auto& view = held_views.back();
             if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
             // The sharded and envelope buffers, by region: a ring copy read back in ft's replica
@@ -420,17 +420,15 @@ void Runtime::Impl::receive_restore() {
     restore_pending = false;
 }
 
-void Runtime::Impl::finish_recovery() {
+std::optional<Runtime::Impl::Resume> Runtime::Impl::finish_recovery() {
     membership.universe.agree(1, deadline());
     last_recovery->timeline.mark("restore");
     (void)device.take_nccl_build_ms();  // from here on: the rebuild after this repair
     watchdog.disarm();
     abandoned = false;
     ++membership.epoch;
-    if (membership.role_index < 0) return;
-    step = last_recovery->plan.version;
-    start_protection(step);
-    last_recovery->timeline.mark("resumed");
+    if (membership.role_index < 0) return std::nullopt;
+    return Resume{last_recovery->plan.version, last_recovery->plan.initial};
 }
 
 void Runtime::Impl::emit_recovery_record() {
@@ -512,7 +510,7 @@ void Runtime::Impl::emit_recovery_record() {
     last_recovery.reset();
 }
 
-void Runtime::Impl::warm_restore() {
+Runtime::Impl::Resume Runtime::Impl::warm_restore() {
     // Tier 2: a new MPI job in the same allocation. Every role finds its state in the node-local
     // snapshots the old job left: its own, or a ring replica on another node (docs/ARCHITECTURE.md, "Tiers").
     timeline.begin();
@@ -523,9 +521,7 @@ void Runtime::Impl::warm_restore() {
     const std::string me = topology::role_key(coord());
     for (int owner = 0; owner < shape.size(); ++owner)
         if (owner != membership.role_index &&
-            recovery::committed_versions(cfg.job.name, store_prefix() + ft::peer_role_key(
-                                          topology::role_key(topology::coord_of(shape, owner)), me))
-                    .newest >= 0)
+            recovery::committed_versions(cfg.job.name, held_segment(owner)).newest >= 0)
             held_roles.push_back(owner);
     // Stale segments of roles that moved (issue 15, case 3) may sit here under this node's name:
     // make_plan's relaunch mode uses this node's own copy only when it has the version chosen.
@@ -576,13 +572,11 @@ void Runtime::Impl::warm_restore() {
     last_recovery->timeline.mark("restore");
     (void)device.take_nccl_build_ms();  // from here on: the rebuild after this repair
     watchdog.disarm();
-    step = plan.version;
     if (membership.role_index == 0)
-        log("warm relaunch: restored version " + std::to_string(step) + " (" +
+        log("warm relaunch: restored version " + std::to_string(plan.version) + " (" +
             std::to_string(plan.replacements.size()) + " role(s) from ring replicas" +
             (plan.from_checkpoint ? ", from the HDF5 checkpoint" : "") + ")");
-    start_protection(step);
-    last_recovery->timeline.mark("resumed");
+    return Resume{plan.version, plan.initial};
 }
 
 std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
@@ -593,10 +587,10 @@ std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
         replaced = replaced || rep.role == membership.role_index;
         if (rep.payload_from == membership.role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
-            sources.emplace_back(store_prefix() + ft::peer_role_key(owner, me), "the ring copy of " + owner);
+            sources.emplace_back(held_segment(rep.role), "the ring copy of " + owner);
         }
     }
-    if (!replaced) sources.emplace_back(store_prefix() + me, "the own snapshot of " + me);
+    if (!replaced) sources.emplace_back(own_segment(), "the own snapshot of " + me);
     std::string bad;
     for (const auto& [key, what] : sources) {
         std::string problem;
@@ -635,7 +629,7 @@ void Runtime::Impl::park_until_needed() {
             MPI_Finalize();
             std::exit(0);
         }
-        recover();
+        (void)recover();  // nothing to resume: parked again, or a role whose state arrives in loop_start
     }
 }
 

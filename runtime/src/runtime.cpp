@@ -378,11 +378,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     setup.job = cfg.job.name;
     if (fresh_snapshots) {
         // A new job must never restore a version an earlier job of the same name left behind.
-        const std::string me = topology::role_key(coord());
-        ft::unlink_snapshot(cfg.job.name, store_prefix() + me);
-        for (int r : held_roles)
-            ft::unlink_snapshot(cfg.job.name, store_prefix() + ft::peer_role_key(
-                                                  topology::role_key(topology::coord_of(shape, r)), me));
+        unlink_own_segments();
         fresh_snapshots = false;
     }
     setup.store_prefix = store_prefix();
@@ -401,14 +397,13 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         const auto steps = ft::SnapshotReader(cfg.job.name, key).committed_steps();
         return std::find(steps.begin(), steps.end(), version) != steps.end();
     };
-    const std::string own_key = setup.store_prefix + setup.role_key;
+    const std::string own_key = own_segment();
     ft::SnapshotScope scope;
     scope.own = !holds(own_key);
     std::vector<std::string> keys{own_key};
     std::string have;  // the owners whose payload at `version` this process holds: "3,5,"
     for (int r : held_roles) {
-        keys.push_back(setup.store_prefix +
-                       ft::peer_role_key(topology::role_key(topology::coord_of(shape, r)), setup.role_key));
+        keys.push_back(held_segment(r));
         const bool held = holds(keys.back());
         scope.receive_from.push_back(!held);
         if (held) have += std::to_string(r) + ",";
@@ -475,8 +470,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
 }
 
 runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
-    const std::string key = topology::role_key(coord());
-    return {shape, membership.role_index, key, store_prefix() + key, membership.epoch};
+    return {shape, membership.role_index, topology::role_key(coord()), own_segment(), membership.epoch};
 }
 
 void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
@@ -534,6 +528,18 @@ std::string Runtime::Impl::store_prefix() const {
     for (char& c : prefix)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
     return prefix + ".";
+}
+
+std::string Runtime::Impl::own_segment() const { return store_prefix() + topology::role_key(coord()); }
+
+std::string Runtime::Impl::held_segment(int owner) const {
+    return store_prefix() +
+           ft::peer_role_key(topology::role_key(topology::coord_of(shape, owner)), topology::role_key(coord()));
+}
+
+void Runtime::Impl::unlink_own_segments() const {
+    ft::unlink_snapshot(cfg.job.name, own_segment());
+    for (int r : held_roles) ft::unlink_snapshot(cfg.job.name, held_segment(r));
 }
 
 void Runtime::Impl::finish_loop() {
@@ -631,6 +637,13 @@ void Runtime::Impl::checkpoint_and_leave() {
     std::exit(0);
 }
 
+void Runtime::Impl::resume(const Resume& at) {
+    step = at.step;
+    start_protection(step);
+    if (last_recovery) last_recovery->timeline.mark("resumed");
+    if (at.first_version) protect_first_version();
+}
+
 void Runtime::Impl::protect_first_version() {
     // Not enter(): a step's sync-phase fault belongs to its own sync point, not to this wait.
     progress.phase.store(ft::wire::Phase::commit_wait, std::memory_order_relaxed);
@@ -688,13 +701,9 @@ Runtime::~Runtime() {
     }
     if (im.heartbeat || im.membership.role_index < 0 || !im.loop_started) return;
     try {
-        const std::string me = topology::role_key(im.coord());
         im.retire_protection();
         im.quarantine.release();
-        ft::unlink_snapshot(im.cfg.job.name, im.store_prefix() + me);
-        for (int r : im.held_roles)
-            ft::unlink_snapshot(im.cfg.job.name, im.store_prefix() + ft::peer_role_key(
-                                                     topology::role_key(topology::coord_of(im.shape, r)), me));
+        im.unlink_own_segments();
     } catch (...) {  // a destructor during unwinding must not throw
     }
 }
@@ -827,28 +836,24 @@ std::int64_t Runtime::loop_start() {
     if (im.restore_pending) {
         // This process took a dead role: its state arrives from the survivors.
         im.receive_restore();
-        im.finish_recovery();
-        if (im.last_recovery && im.last_recovery->plan.initial) im.protect_first_version();
+        const auto at = im.finish_recovery();
+        im.resume(*at);  // a role holder's: never nullopt
     } else if (im.relaunched) {
-        im.warm_restore();
+        im.resume(im.warm_restore());
         if (std::getenv(ft::env::kCheckpointAndExit)) im.checkpoint_and_leave();
     } else if (im.resume_requested) {
         std::string why;
         const auto version = runtime::Checkpointer::newest_complete(im.cfg, im.shape, why);
         if (!version) throw Error("--resume: " + why);
         im.restore_checkpoint(topology::role_key(im.coord()), *version);
-        im.step = *version;
         if (im.membership.role_index == 0) {
             im.log("resumed from the HDF5 checkpoint of step " + std::to_string(*version) + " in " +
                    im.cfg.checkpoint.dir);
             im.emit(ft::records::CheckpointResumed{*version, im.cfg.checkpoint.dir}.to_json());
         }
-        im.start_protection(im.step);
-        im.protect_first_version();
+        im.resume({*version, true});
     } else {
-        im.step = 0;
-        im.start_protection(im.step);
-        im.protect_first_version();
+        im.resume({0, true});
     }
     im.enter(Phase::forward, im.step);
     im.stats.step_start = Clock::now();
@@ -877,9 +882,9 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
         }
     }
     // This step, or the end of the loop, was abandoned: repair, then go on from the version restored.
-    im.recover();
-    if (im.membership.role_index >= 0 && im.last_recovery && im.last_recovery->plan.initial)
-        im.protect_first_version();
+    const auto at = im.recover();
+    if (!at) throw Error("internal: a repair left role " + topology::role_key(im.coord()) + " without state to resume");
+    im.resume(*at);
     im.enter(Phase::forward, im.step);
     return im.step;
 }

@@ -27,7 +27,6 @@ Every scenario also checks that the job's /dev/shm segments are gone afterwards.
 success, FAIL lines otherwise.
 """
 import argparse
-import json
 import os
 import random
 import re
@@ -41,6 +40,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import frlib  # noqa: E402
 from frlib import checksums  # noqa: E402
 
 FAILURES = []
@@ -83,42 +83,16 @@ def reference_checksum(a, timeout=180):
     return sums[0]
 
 
-def events(path):
-    out = []
-    if not os.path.exists(path):
-        return out
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                out.append(json.loads(line))
-    return out
-
-
-def launch(a, events_path, extra=(), watcher=None, timeout=240):
-    """Runs flashrec-launch; `watcher(proc, events_path)` is called every few ms while it runs."""
-    if os.path.exists(events_path):
-        os.remove(events_path)
-    cmd = [a.launcher, a.config, "--events", events_path, *extra]
-    print("running:", " ".join(cmd), flush=True)
-    log_path = events_path + ".out"
-    with open(log_path, "w") as log:
-        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        start = time.monotonic()
-        while p.poll() is None:
-            if time.monotonic() - start > timeout:
-                p.kill()
-                fail(f"flashrec-launch did not end within {timeout} s")
-                break
-            if watcher:
-                watcher(p, events_path)
-            time.sleep(0.005)
-        p.wait()
-    with open(log_path) as f:
-        text = f.read()
-    sys.stdout.write(text)
-    print(f"flashrec-launch exit code {p.returncode}", flush=True)
-    return p.returncode, text
+def launch(a, events_path, extra=(), watcher=None, timeout=200):
+    """Runs flashrec-launch (frlib.launch: under fr-run, every process reaped); `watcher(run)` is
+    called every few ms while it runs, with the event log so far in run.records()."""
+    print("running:", a.launcher, a.config, "--events", events_path, *extra, flush=True)
+    run = frlib.launch(a.launcher, a.config, events_path, extra=extra, timeout=timeout, watcher=watcher)
+    sys.stdout.write(run.output)
+    check(not run.hung, f"flashrec-launch did not end within {timeout} s")
+    check(not run.left_behind, "flashrec-launch left processes behind")
+    print(f"flashrec-launch exit code {run.exit_code}", flush=True)
+    return run.exit_code, run.output
 
 
 def common_end(a, job, rc, text, ev, expect_rc=0, ref=None):
@@ -160,7 +134,7 @@ def scenario_hang(a):
     ref = reference_checksum(a)
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
     rc, text = launch(a, ev_path, ["--fault", "role=1:step=10:phase=forward:action=stop"])
-    ev = events(ev_path)
+    ev = frlib.read_events(ev_path)
     common_end(a, job, rc, text, ev, 0, ref)
     hangs = [e for e in ev if e["event"] == "failure" and e.get("observed") == "hang_no_heartbeat"
              and e.get("role") == "dp1.tp0.pp0"]
@@ -190,11 +164,11 @@ def scenario_warm_relaunch(a):
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
     state = {"killed": None, "pid": None}
 
-    def watcher(proc, path):
+    def watcher(run):
         if state["killed"]:
             return
         step, pid = -1, None
-        for e in events_tail(path):
+        for e in run.records():
             if e["event"] == "launch":
                 pid = e["pid"]
             elif e["event"] == "step":
@@ -206,7 +180,7 @@ def scenario_warm_relaunch(a):
             print(f"test: SIGKILLed mpirun (pid {pid}) at step {step}", flush=True)
 
     rc, text = launch(a, ev_path, watcher=watcher)
-    ev = events(ev_path)
+    ev = frlib.read_events(ev_path)
     check(state["killed"] is not None, "the test never got to kill mpirun (job too short?)")
     common_end(a, job, rc, text, ev, 0, ref)
     rel = [e for e in ev if e["event"] == "warm_relaunch"]
@@ -227,22 +201,6 @@ def scenario_warm_relaunch(a):
           "the second launch did not carry FLASHREC_RELAUNCH")
     td = [e for e in ev if e["event"] == "teardown" and e.get("attempt") == 1]
     check(bool(td) and td[0].get("complete"), "the old job was not completely torn down")
-
-
-def events_tail(path, _cache={}):
-    """Events appended since the last call (the watcher polls every few ms)."""
-    pos, items = _cache.get(path, (0, []))
-    if not os.path.exists(path):
-        return items
-    with open(path) as f:
-        f.seek(pos)
-        chunk = f.read()
-    complete = chunk[: chunk.rfind("\n") + 1]
-    for line in complete.splitlines():
-        if line.strip():
-            items.append(json.loads(line))
-    _cache[path] = (pos + len(complete.encode()), items)
-    return items
 
 
 def frame(payload):
@@ -299,8 +257,8 @@ def scenario_hostile(a):
     rng = random.Random(1234)
     state = {"attacked": 0, "metrics": None, "during_run": False}
 
-    def watcher(proc, path):
-        ev = events_tail(path)
+    def watcher(run):
+        ev = run.records()
         endpoint = next((e["control"] for e in ev if e["event"] == "layout"), None)
         metrics = next((e["metrics"] for e in ev if e["event"] == "layout"), None)
         running = any(e["event"] == "job_running" for e in ev)
@@ -319,7 +277,7 @@ def scenario_hostile(a):
                     state["metrics"] = f"error: {e}"
 
     rc, text = launch(a, ev_path, watcher=watcher)
-    ev = events(ev_path)
+    ev = frlib.read_events(ev_path)
     common_end(a, job, rc, text, ev, 0, ref)
     check(state["attacked"] == 2, "the control plane was not attacked twice")
     drops = {}
@@ -346,10 +304,10 @@ def scenario_mpirun_lingers(a):
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
     state = {"stopped": None}
 
-    def watcher(proc, path):
+    def watcher(run):
         if state["stopped"]:
             return
-        ev = events_tail(path)
+        ev = run.records()
         pid = next((e["pid"] for e in ev if e["event"] == "launch"), None)
         if pid and any(e["event"] == "job_running" for e in ev):
             os.kill(pid, signal.SIGSTOP)
@@ -357,7 +315,7 @@ def scenario_mpirun_lingers(a):
             print(f"test: SIGSTOPped mpirun (pid {pid}) while the job runs", flush=True)
 
     rc, text = launch(a, ev_path, watcher=watcher, timeout=150)
-    ev = events(ev_path)
+    ev = frlib.read_events(ev_path)
     check(state["stopped"] is not None, "the test never got to stop mpirun")
     end = common_end(a, job, rc, text, ev, 0, None)
     check(end.get("outcome") == "finished", f"job_end outcome {end.get('outcome')}")
@@ -427,17 +385,17 @@ def scenario_flood(a):
     rng = random.Random(4321)
     state = {"flooded": None}
 
-    def watcher(proc, path):
+    def watcher(run):
         if state["flooded"] is not None:
             return
-        ev = events_tail(path)
+        ev = run.records()
         endpoint = next((e["control"] for e in ev if e["event"] == "layout"), None)
         if endpoint and any(e["event"] == "job_running" for e in ev):
             state["flooded"] = flood(endpoint, rng, 8.0)
             print(f"test: flood done: {state['flooded']}", flush=True)
 
     rc, text = launch(a, ev_path, ["--fault", "role=2:step=150:phase=forward:action=kill"], watcher=watcher)
-    ev = events(ev_path)
+    ev = frlib.read_events(ev_path)
     common_end(a, job, rc, text, ev, 0, ref)
     check(state["flooded"] is not None and state["flooded"]["opened"] > 200,
           f"the flood did not happen at scale: {state['flooded']}")
@@ -465,7 +423,7 @@ def scenario_state_on_live_nodes(a):
     rc, text = launch(a, ev_path, ["--fault", "role=0:step=150:phase=forward:action=kill",
                                    "--fault", "role=1:step=150:phase=forward:action=kill",
                                    "--fault", "role=2:step=150:phase=forward:action=kill"])
-    ev = events(ev_path)
+    ev = frlib.read_events(ev_path)
     common_end(a, job, rc, text, ev, 0, ref)
     check(any(e["event"] == "warm_relaunch_before_hdf5" for e in ev), "no warm_relaunch_before_hdf5 record")
     rel = [e for e in ev if e["event"] == "warm_relaunch"]
@@ -478,7 +436,7 @@ def scenario_spares_exhausted(a):
     job = job_name(a.config)
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
     rc, text = launch(a, ev_path, ["--fault", "role=2:step=20:action=kill"])
-    ev = events(ev_path)
+    ev = frlib.read_events(ev_path)
     end = common_end(a, job, rc, text, ev, 77, None)
     check(end.get("outcome") == "spares_exhausted", f"job_end outcome {end.get('outcome')}")
     check(re.search(r"spares exhausted", text) is not None, "no clear 'spares exhausted' message")
@@ -501,11 +459,11 @@ def scenario_hdf5_restart(a):
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
     state = {"killed": None}
 
-    def watcher(proc, path):
+    def watcher(run):
         # Once a checkpoint is published, SIGKILL the process of role dp2 (no spare: exit 77).
         if state["killed"]:
             return
-        ev = events_tail(path)
+        ev = run.records()
         pid = next((e["pid"] for e in reversed(ev) if e["event"] == "rank_registered"
                     and e["role"] == "dp2.tp0.pp0"), None)
         if pid and any(e["event"] == "checkpoint" for e in ev):
@@ -515,7 +473,7 @@ def scenario_hdf5_restart(a):
             print(f"test: a checkpoint is published; SIGKILLed dp2.tp0.pp0 (pid {pid})", flush=True)
 
     rc, text = launch(a, ev_path, watcher=watcher)
-    ev = events(ev_path)
+    ev = frlib.read_events(ev_path)
     check(state["killed"] is not None, "the test never got to kill a rank (no checkpoint published?)")
     check(not state.get("after_the_end"), "the first checkpoint was published after the job's last step: "
           "the kill found a finished job (make the job's steps longer)")

@@ -639,16 +639,6 @@ TEST_CASE("incident: a rank on another host that cannot be killed takes its node
     CHECK(h.logged("relayout").size() == 1);
 }
 
-TEST_CASE("incident: a device error is recorded with its source") {
-    Harness h(plan_of());
-    h.start();
-    h.register_all();
-    h.feed(DeviceError{kRoles[1], R"({"event":"cuda_error"})"});
-    const auto dev = h.failures("device_error");
-    REQUIRE(dev.size() == 1);
-    CHECK(dev[0]["role"] == kRoles[1]);
-}
-
 TEST_CASE("incident: no role's tag moving for the stall limit ends the job (job_stalled)") {
     Harness h(plan_of());
     h.start();

@@ -18,7 +18,6 @@ process left (tools/fr-run), and with the outcome that point calls for:
 Prints one line per run and "N passed, M failed".
 """
 import argparse
-import json
 import os
 import sys
 
@@ -48,26 +47,12 @@ trainer: {MLP_MODEL}
     ]
 
 
-def run(launcher, config, events, faults, timeout):
-    if os.path.exists(events):
-        os.remove(events)
-    argv = [launcher, config, "--events", events]
-    for f in faults:
-        argv += ["--fault", f]
-    p = frlib.subprocess.run([frlib.FR_RUN, "--timeout", str(timeout), "--exit-code", "0", "--"] + argv,
-                             stdout=frlib.subprocess.PIPE, stderr=frlib.subprocess.STDOUT, text=True)
-    records = []
-    if os.path.exists(events):  # not when the launcher refused to start
-        with open(events) as f:
-            records = [json.loads(line) for line in f if line.strip()]
-    return p.returncode, p.stdout, records
-
-
-def judge(phase, rc, out, records, want, job):
+def judge(phase, run, want, job):
     problems = []
-    if rc != 0:
-        problems.append(f"exit {rc}")
-    sums = frlib.checksums(out)
+    if not run.ok:
+        problems.append("; ".join(run.failures) or "fr-run failed")
+    records = run.records
+    sums = frlib.checksums(run.output)
     if not sums or sums[-1] != want:
         problems.append(f"final_checksum {sums[-1] if sums else None} != {want}")
     relaunches = [r for r in records if r["event"] == "warm_relaunch"]
@@ -104,25 +89,26 @@ def main():
         with open(config, "w") as f:
             f.write(text)
         events = os.path.join(a.workdir, job + ".events.jsonl")
-        rc, out, _ = run(a.launcher, config, events, [], a.timeout)
-        sums = frlib.checksums(out)
-        if rc != 0 or len(sums) != 1:
-            print(out[-3000:])
+        reference = frlib.launch(a.launcher, config, events, timeout=a.timeout, exit_code=0)
+        sums = frlib.checksums(reference.output)
+        if not reference.ok or len(sums) != 1:
+            print(reference.output[-3000:])
             sys.exit(f"the failure-free run of {job} failed")
         want = sums[0]
         last = 23
         for victim in victims:
             for phase in a.phases:
                 fault = f"role={victim}:step={last}:phase={phase}:action=kill"
-                rc, out, records = run(a.launcher, config, events, [fault], a.timeout)
-                problems = judge(phase, rc, out, records, want, job)
+                run = frlib.launch(a.launcher, config, events, faults=[fault], timeout=a.timeout, exit_code=0)
+                problems = judge(phase, run, want, job)
+                records = run.records
                 relaunches = sum(1 for r in records if r["event"] == "warm_relaunch")
                 repairs = sum(1 for r in records if r["event"] == "recovery" and r.get("tier") == 1)
                 print(f"{'ok  ' if not problems else 'FAIL'} {job:<14} {fault:<44} in-job {repairs} "
                       f"relaunched {relaunches}" + ("" if not problems else "  <- " + "; ".join(problems)),
                       flush=True)
                 if problems:
-                    print(out[-3000:], flush=True)
+                    print(run.output[-3000:], flush=True)
                     failed += 1
                 else:
                     passed += 1

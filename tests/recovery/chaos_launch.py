@@ -17,14 +17,12 @@ Each trial is judged like an in-job one: identical (exit 0 and the failure-free 
 same job under the launcher), wrong, hung (fr-run's timeout) or leaked (a process or a segment
 of the job left). No launcher category loses state, so none may end in a refusal.
 """
-import json
 import os
 import random
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 
@@ -36,18 +34,6 @@ from launch_tests import flood  # noqa: E402
 
 CATEGORIES = ["mpirun-kill", "flip-before-relaunch", "port-garbage", "sigstop-rank", "pause-all"]
 TRIAL_ENV = "FLASHREC_CHAOS_TRIAL"  # marks every process of one trial (fr-run's tag is its own)
-
-
-def _events(path):
-    out = []
-    try:
-        with open(path) as f:
-            for line in f:
-                if line.endswith("\n") and line.strip():
-                    out.append(json.loads(line))
-    except FileNotFoundError:
-        pass
-    return out
 
 
 def _cmdline(pid):
@@ -86,34 +72,20 @@ class LaunchChaos:
         return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{self.job}."))
 
     def launch(self, faults=(), watcher=None):
-        """Runs the launcher under fr-run; watcher(state) is polled while it runs."""
-        ev_path = os.path.join(self.workdir, f"{self.job}.chaos.events.jsonl")
-        if os.path.exists(ev_path):
-            os.remove(ev_path)
+        """Runs the launcher (frlib.launch: under fr-run, exit 0 required); watcher(run) is polled
+        while it runs. Every process of the trial carries TRIAL_ENV=run.trial."""
         trial = uuid.uuid4().hex
-        cmd = [frlib.FR_RUN, "--timeout", str(self.timeout), "--exit-code", "0", "--",
-               self.launcher, self.config, "--events", ev_path]
-        for f in faults:
-            cmd += ["--fault", f]
-        out_path = ev_path + ".out"
-        start = time.monotonic()
-        with open(out_path, "w") as out:
-            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ, **{TRIAL_ENV: trial}))
-            state = {"trial": trial, "fr_run": p.pid, "events": ev_path, "done": False, "note": ""}
-            while p.poll() is None:
-                if watcher and not state["done"]:
-                    watcher(state)
-                time.sleep(0.01)
-        with open(out_path) as f:
-            text = f.read()
-        return text, state, time.monotonic() - start
+        events = os.path.join(self.workdir, f"{self.job}.chaos.events.jsonl")
+        return frlib.launch(self.launcher, self.config, events, faults=faults, timeout=self.timeout, exit_code=0,
+                            env={TRIAL_ENV: trial}, watcher=watcher, context={"trial": trial, "note": ""},
+                            poll_s=0.01)
 
     def baseline(self):
         if self.ref is None:
-            text, _, _ = self.launch()
-            sums = frlib.checksums(text)
-            if len(sums) != 1 or "fr-run: FAIL" in text:
-                print(text[-3000:])
+            run = self.launch()
+            sums = frlib.checksums(run.output)
+            if len(sums) != 1 or not run.ok:
+                print(run.output[-3000:])
                 sys.exit("failure-free launch of the chaos job failed")
             self.ref = sums[0]
         return self.ref
@@ -121,7 +93,7 @@ class LaunchChaos:
     # --- what each category does while the job runs ---------------------------------------------
 
     def _pids(self, state):
-        return frlib.pids_with_env(TRIAL_ENV, state["trial"])
+        return frlib.pids_with_env(TRIAL_ENV, state.trial)
 
     def _launcher_pid(self, state):
         for pid in self._pids(state):
@@ -131,19 +103,19 @@ class LaunchChaos:
         return None
 
     def _progress(self, state):
-        ev = _events(state["events"])
+        ev = state.records()
         mpirun = next((e["pid"] for e in reversed(ev) if e["event"] == "launch"), None)
         step = max((e["step"] for e in ev if e["event"] == "step"), default=-1)
         running = any(e["event"] == "job_running" for e in ev)
         if step >= self.steps * 9 // 10 or any(e["event"] == "job_end" for e in ev):
             # Too late to act on (the watcher saw the step tags late, on a loaded machine):
             # the trial runs again rather than judging a job nothing happened to.
-            state["late"] = True
+            state.late = True
             return ev, None, -1, False
         return ev, mpirun, step, running
 
     def trial(self, rng, t, category):
-        """One trial: (name, verdict, output, seconds)."""
+        """One trial: (name, verdict, output, seconds). The watchers get the frlib.Running of the launch."""
         want = self.baseline()
         at = rng.randrange(self.steps // 10, self.steps * 2 // 3)
         faults, watcher = [], None
@@ -152,28 +124,28 @@ class LaunchChaos:
                 _, mpirun, step, _ = self._progress(state)
                 if mpirun and step >= at:
                     _kill([mpirun], signal.SIGKILL)
-                    state["done"], state["note"] = True, f"SIGKILL mpirun at step {step}"
+                    state.done, state.note = True, f"SIGKILL mpirun at step {step}"
         elif category == "flip-before-relaunch":
             def watcher(state):
                 _, mpirun, step, _ = self._progress(state)
                 if not (mpirun and step >= at):
                     return
-                state["done"] = True
+                state.done = True
                 launcher = self._launcher_pid(state)
                 if launcher is None:
-                    state["note"] = "no launcher process found"
+                    state.note = "no launcher process found"
                     return
                 # The relaunch must not start before the byte is flipped: the launcher waits
                 # stopped while its job dies all at once, like a node losing power.
                 _kill([launcher], signal.SIGSTOP)
                 try:
                     for _ in range(100):
-                        rest = [p for p in self._pids(state) if p not in (launcher, state["fr_run"])]
+                        rest = [p for p in self._pids(state) if p not in (launcher, state.proc.pid)]
                         if not rest:
                             break
                         _kill(rest, signal.SIGKILL)
                         time.sleep(0.05)
-                    state["note"] = f"all killed at step {step}; " + self.flip(rng)
+                    state.note = f"all killed at step {step}; " + self.flip(rng)
                 finally:
                     _kill([launcher], signal.SIGCONT)
         elif category == "port-garbage":
@@ -186,9 +158,9 @@ class LaunchChaos:
                 ev, _, _, running = self._progress(state)
                 endpoint = next((e["control"] for e in ev if e["event"] == "layout"), None)
                 if endpoint and running:
-                    state["done"] = True
+                    state.done = True
                     counts = flood(endpoint, random.Random(rng.random()), seconds, workers=8)
-                    state["note"] = f"flood {seconds:.1f} s: {counts}"
+                    state.note = f"flood {seconds:.1f} s: {counts}"
         elif category == "sigstop-rank":
             victim = f"dp{rng.randrange(self.ranks)}.tp0.pp0"
 
@@ -198,7 +170,7 @@ class LaunchChaos:
                             and e.get("role") == victim), None)
                 if pid and step >= at:
                     _kill([pid], signal.SIGSTOP)
-                    state["done"], state["note"] = True, f"SIGSTOP {victim} (pid {pid}) at step {step}"
+                    state.done, state.note = True, f"SIGSTOP {victim} (pid {pid}) at step {step}"
         elif category == "pause-all":
             pause = rng.uniform(1.5, 2.5) * self.hang_ms / 1000
 
@@ -206,56 +178,57 @@ class LaunchChaos:
                 _, mpirun, step, _ = self._progress(state)
                 if not (mpirun and step >= at):
                     return
-                state["done"] = True
+                state.done = True
                 # The whole job, launcher included, stops at once and resumes at once: what a
                 # paused VM (or the machine-wide stall of docs/slurm.md) looks like. Nobody was
                 # hung, so nobody may be killed for it.
-                pids = [p for p in self._pids(state) if p != state["fr_run"]]
+                pids = [p for p in self._pids(state) if p != state.proc.pid]
                 _kill(pids, signal.SIGSTOP)
                 time.sleep(pause)
                 _kill(pids, signal.SIGCONT)
-                state["note"] = f"{len(pids)} processes stopped for {pause:.1f} s at step {step}"
+                state.note = f"{len(pids)} processes stopped for {pause:.1f} s at step {step}"
         else:
             raise ValueError(category)
         for attempt in range(3):
-            text, state, seconds = self.launch(faults, watcher)
-            if state["done"]:
+            run = self.launch(faults, watcher)
+            state = run.running
+            if state.done:
                 break
             print(f"     (chaos {t}: the job ended before the trial could act; running it again)", flush=True)
         left = self.segments()
         if left:
             subprocess.run(["rm", "-f"] + [os.path.join("/dev/shm", n) for n in left])
-        sums = frlib.checksums(text)
-        if "timed out after" in text:
+        sums = frlib.checksums(run.output)
+        if run.hung:
             verdict = "hung"
-        elif "left processes behind" in text or left:
+        elif run.left_behind or left:
             verdict = "leaked"
-        elif "fr-run: FAIL" not in text and sums == [want]:
+        elif run.ok and sums == [want]:
             verdict = "identical"
         else:
             verdict = "wrong"
         # What the launcher must have done about it (a trial that did nothing proves nothing).
-        ev = _events(state["events"])
+        ev = run.records
         needed = {"mpirun-kill": "warm_relaunch", "flip-before-relaunch": "warm_relaunch",
                   "sigstop-rank": "hang_kill", "port-garbage": "recovery" if faults else "job_end",
                   "pause-all": "job_end"}[category]
         if verdict == "identical" and not any(e["event"] == needed for e in ev):
             verdict = "wrong"
-            state["note"] += f"; no {needed} record"
+            state.note += f"; no {needed} record"
         if category == "pause-all":
             taken = [(e["event"], e.get("role") or e.get("node")) for e in ev
                      if e["event"] in ("failure", "hang_kill", "node_drained", "warm_relaunch")]
             if taken and verdict == "identical":
                 verdict = "wrong"
-                state["note"] += f"; the pause was taken for a failure: {taken}"
+                state.note += f"; the pause was taken for a failure: {taken}"
         if category == "flip-before-relaunch":
             rejected = [e.get("store") for e in ev if e["event"] == "snapshot_rejected"]
-            state["note"] += f"; rejected {rejected}" if rejected else "; the flipped copy was not needed"
-        if not state["done"]:
+            state.note += f"; rejected {rejected}" if rejected else "; the flipped copy was not needed"
+        if not state.done:
             verdict = "wrong"
-            state["note"] = "the trial never got to act (the job ended first)"
-        name = f"chaos {t}: launcher {category} ({state['note']}{'; ' + ' '.join(faults) if faults else ''})"
-        return name, verdict, text, seconds
+            state.note = "the trial never got to act (the job ended first)"
+        name = f"chaos {t}: launcher {category} ({state.note}{'; ' + ' '.join(faults) if faults else ''})"
+        return name, verdict, run.output, run.seconds
 
     def flip(self, rng):
         """Flips one byte in the middle of the newest committed slot of a random store of the job

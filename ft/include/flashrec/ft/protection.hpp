@@ -165,6 +165,14 @@ struct ProtectionSetup {
 // aborted Protection after this many clean steps (Runtime's retired list).
 inline constexpr std::size_t kLandingSnapshotsAfterAbort = 3;
 
+// Where a predecessor's payload lands after an abort (ProtectionSetup::after_abort). Never
+// zero-filled: MPI writes it whole before it is read, and a fill would be one more pass over
+// memory in a repair's first step.
+struct LandingBuffer {
+    std::unique_ptr<std::byte[]> bytes;
+    std::size_t size = 0;
+};
+
 class Protection {
 public:
     // Opens (or creates) the snapshot stores; `replication` is this object's own communicator.
@@ -210,13 +218,7 @@ private:
     Comm comm_;
     std::shared_ptr<SnapshotStore> own_;
     std::map<std::string, std::shared_ptr<SnapshotStore>> held_;  // by owner role key
-    // Per predecessor, only after an abort. Never zero-filled: MPI writes each whole before
-    // it is read, and a fill would be one more pass over memory in a repair's first step.
-    struct LandingBuffer {
-        std::unique_ptr<std::byte[]> bytes;
-        std::size_t size = 0;
-    };
-    std::vector<LandingBuffer> landing_;
+    std::vector<LandingBuffer> landing_;  // per predecessor, only after an abort
 
     std::mutex mutex_;
     std::condition_variable cv_;

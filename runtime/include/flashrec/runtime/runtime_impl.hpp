@@ -132,6 +132,16 @@ struct Runtime::Impl {
     void revoke_all() noexcept;
     // (Re)starts protection for the current topology; snapshot `version` of the live state.
     void start_protection(std::int64_t version);
+    // Where the step loop goes on from, as a start, a repair or a relaunch leaves it: the live
+    // buffers hold the state after step `step`; `first_version`: no snapshot of it is committed
+    // anywhere yet (a fresh start, or a repair that found only the initial state).
+    struct Resume {
+        std::int64_t step = 0;
+        bool first_version = false;
+    };
+    // The one place the loop takes a Resume up: the step, protection from it, and the first
+    // version committed everywhere before the first step when it must be.
+    void resume(const Resume& at);
     // The loop's end: every role got here alive (else the step is abandoned and the caller
     // recovers), job_stats sent, hot spares released. The segments stay (finish_job).
     void finish_loop();
@@ -171,10 +181,19 @@ struct Runtime::Impl {
     // Recovery (recovery.cpp).
     // Snapshot segments are named per node, so virtual nodes on one machine never share them.
     std::string store_prefix() const;
+    // The segment key of this role's own snapshot on this node, and of the ring copy of
+    // `owner`'s payload that this role holds here.
+    std::string own_segment() const;
+    std::string held_segment(int owner) const;
+    // Unlinks this role's own snapshot and the ring copies it holds on this node.
+    void unlink_own_segments() const;
     recovery::Report report() const;
     std::vector<recovery::Report> exchange_reports(const ft::Comm& comm) const;
-    void recover();                        // survivors and woken hot spares
-    void recovery_epoch();
+    // Repairs (retrying epochs) until this process can go on, or ends the job. A survivor gets
+    // where to resume; nullopt: it has no state to go on from yet (an idle spare parks again, a
+    // hot spare that took a role receives its state in loop_start).
+    std::optional<Resume> recover();
+    std::optional<Resume> recovery_epoch();
     void join_as_spawned();                // a spawned replacement, from the constructor
     // Plans the repair from every live process's report and returns this process's outcome
     // (or ends the job: no spare left; throws ShardLost: no state anywhere, no checkpoint).
@@ -182,12 +201,13 @@ struct Runtime::Impl {
     // The one place a recovery's outcome changes this process: role, membership, spare pool,
     // control-plane registration, the faults a new holder of a role takes over.
     void apply(ft::Comm next_universe, recovery::Outcome outcome);
-    // decide + apply, then rebuild the communicators and restore.
-    void adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports,
+    // decide + apply, then rebuild the communicators and restore (what recover() returns).
+    std::optional<Resume> adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports,
                     std::string replacement);
     void send_restore(const recovery::Plan& plan);
     void receive_restore();                // a replacement, from loop_start
-    void finish_recovery();                // everyone: restored-agree, protection, resume
+    // Everyone: the restored-agree; a role holder gets where to resume (nullopt: an idle spare).
+    std::optional<Resume> finish_recovery();
     void park_until_needed();              // a hot spare, from the constructor
     void make_blank_slots(const std::vector<std::size_t>& slot_bytes);  // parked: the leader's sizes
     [[noreturn]] void end_job(const std::string& why, int exit_code);
@@ -197,7 +217,7 @@ struct Runtime::Impl {
     bool resume_requested = false;         // --resume: start from the newest HDF5 checkpoint
     bool relaunched = false;               // FLASHREC_RELAUNCH: tier 2, restore from node-local snapshots
     bool fresh_snapshots = true;           // first protection start of a new job: drop stale segments
-    void warm_restore();                   // tier 2, from loop_start
+    Resume warm_restore();                 // tier 2, from loop_start
     // Warm relaunch: reads every byte of the copies this process would restore or send for
     // plan.version; each that fails is logged, reported as an event and left out of the next
     // report (rejected_versions). Returns what failed ("" if all verified).
