@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Unit test of tools/frlib.py's readers on output in the runtime's real formats: one
 final_checksum per good run, flashrec-event records in order (a record cut off by a killed
-process skipped), the injected fault's time, fr-run's timeout, and the command line it builds.
+process skipped), the injected fault's time, fr-run's timeout, and the command line it builds; the event-log follower and launch() around a
+stand-in launcher.
 Prints PASS or FAIL lines; exit code 1 on any FAIL."""
 import os
 import sys
@@ -54,4 +55,56 @@ want = [frlib.FR_RUN, "--timeout", "30", "--expect", "^final_checksum=", "--", f
 check("command: fr-run around fr-mpirun", cmd == want, str(cmd))
 check("command: several --expect", frlib.command(1, ["x"], 5, expect=["a", "b"])[3:7] == ["--expect", "a", "--expect", "b"])
 check("command: the tools exist", all(os.access(p, os.X_OK) for p in (frlib.FR_RUN, frlib.FR_MPIRUN)))
+
+# The event-log follower: a line still being written waits for its newline.
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+work = tempfile.mkdtemp(prefix="test_frlib.")
+log_path = os.path.join(work, "job.events.jsonl")
+follower = frlib.EventLog(log_path)
+check("EventLog: no log yet, no records", follower.records() == [] and frlib.read_events(log_path) == [])
+with open(log_path, "w") as f:
+    f.write('{"event":"launch","pid":1}\n{"event":"st')
+check("EventLog: the half-written line is left out", [r["event"] for r in follower.records()] == ["launch"])
+with open(log_path, "a") as f:
+    f.write('ep","step":3}\n')
+check("EventLog: it is read once complete, after the earlier ones",
+      [r["event"] for r in follower.records()] == ["launch", "step"], str(follower.records()))
+
+# launch() around a stand-in launcher (a FAKE flashrec-launch, a shell script: what is under test is
+# frlib and fr-run): it writes an event log, leaves a process behind and exits 3.
+fake = os.path.join(work, "fake-launch")
+with open(fake, "w") as f:
+    f.write("""#!/bin/sh
+# usage: fake-launch CONFIG --events PATH [--fault F]...
+events=$3
+echo '{"event":"launch","pid":'$$'}' >> "$events"
+sleep 0.3
+echo '{"event":"step","step":1}' >> "$events"
+echo final_checksum=0123456789abcdef
+sleep 30 >/dev/null 2>&1 &
+exit 3
+""")
+os.chmod(fake, 0o755)
+seen = []
+
+
+def watcher(run):
+    seen.append(len(run.records()))
+    if any(r["event"] == "step" for r in run.records()):
+        run.done = True
+
+
+run = frlib.launch(fake, "train.yaml", log_path, faults=["role=0:step=1:action=kill"], timeout=20, watcher=watcher,
+                   context={"mark": "x"})
+check("launch: the launcher's own exit code", run.exit_code == 3, str(run.exit_code))
+check("launch: the records of its event log", [r["event"] for r in run.events()] == ["launch", "step"])
+check("launch: the output and its checksum", run.checksum == "0123456789abcdef")
+check("launch: the watcher saw the log grow, and stopped when done",
+      seen and seen[0] <= 1 and seen[-1] == 2 and run.running.done and run.running.mark == "x", str(seen))
+check("launch: a process left behind is found, reaped and fails the run", run.left_behind and not run.ok,
+      str(run.failures))
+slow = frlib.launch(fake, "train.yaml", log_path, timeout=0.1)
+check("launch: fr-run's timeout: hung, no exit code", slow.hung and slow.exit_code is None and not slow.ok)
+shutil.rmtree(work, ignore_errors=True)
 sys.exit(1 if failures else 0)
