@@ -32,10 +32,9 @@ namespace {
 constexpr std::int64_t kNoMin = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t kNoMax = std::numeric_limits<std::int64_t>::max();
 
-constexpr std::array<std::string_view, 12> kPhaseNames = {"forward",     "allreduce",  "sync",
-                                                          "optimizer",   "replication", "recovery",
-                                                          "tp_exchange", "pp_exchange", "loop_end",
-                                                          "after_loop",  "finish",      "finalize"};
+constexpr std::array<std::string_view, 13> kPhaseNames = {
+    "forward",     "allreduce",        "sync",     "optimizer",  "replication", "recovery", "tp_exchange",
+    "pp_exchange", "protection_start", "loop_end", "after_loop", "finish",      "finalize"};
 constexpr std::array<std::string_view, 3> kActionNames = {"kill", "exit", "stop"};
 constexpr std::array<std::string_view, 2> kJobPlacements = {"block", "cyclic"};
 constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware", "ring"};

@@ -348,12 +348,18 @@ std::string serialize(const ft::SnapshotLayout& layout) {
     return s;
 }
 
+// Throws Error on a malformed text: a collective that a failure interrupted can complete on
+// some processes with a dead peer's part left blank.
 ft::SnapshotLayout deserialize(const std::string& text) {
     ft::SnapshotLayout layout;
     size_t pos = 0;
     while (pos < text.size()) {
         const size_t tab = text.find('\t', pos), nl = text.find('\n', tab);
-        layout.push_back({text.substr(pos, tab - pos), std::stoull(text.substr(tab + 1, nl - tab - 1))});
+        const std::string bytes = tab == std::string::npos || nl == std::string::npos
+                                      ? std::string() : text.substr(tab + 1, nl - tab - 1);
+        if (bytes.empty() || bytes.find_first_not_of("0123456789") != std::string::npos)
+            throw Error("a predecessor's payload layout is malformed (a torn exchange?)");
+        layout.push_back({text.substr(pos, tab - pos), std::stoull(bytes)});
         pos = nl + 1;
     }
     return layout;
@@ -408,19 +414,32 @@ void Runtime::Impl::start_protection(std::int64_t version) {
         scope.receive_from.push_back(!held);
         if (held) have += std::to_string(r) + ",";
     }
-    const auto gathered =
-        ft::allgather_strings(membership.work, have + "\n" + serialize(ft::payload_layout(regions)));
-    for (int r : successors) {
-        const std::string& theirs = gathered[static_cast<size_t>(r)];
-        const std::string list = "," + theirs.substr(0, theirs.find('\n'));
-        scope.send_to.push_back(list.find("," + std::to_string(membership.role_index) + ",") == std::string::npos);
-        setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
+    // Like the recovery reports: a process that dies inside the exchange can leave it failed on
+    // some processes and complete with its part blank on others, so everyone goes on only if
+    // everyone got every part intact (agree), and a failure abandons the step (resume()).
+    faults.at(version, config::Phase::protection_start);
+    std::string torn;
+    try {
+        const auto gathered =
+            ft::allgather_strings(membership.work, have + "\n" + serialize(ft::payload_layout(regions)));
+        for (int r : successors) {
+            const std::string& theirs = gathered[static_cast<size_t>(r)];
+            const std::string list = "," + theirs.substr(0, theirs.find('\n'));
+            scope.send_to.push_back(list.find("," + std::to_string(membership.role_index) + ",") == std::string::npos);
+            setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
+        }
+        for (int r : held_roles) {
+            const std::string& theirs = gathered[static_cast<size_t>(r)];
+            if (theirs.find('\n') == std::string::npos) throw Error("a predecessor's part is blank");
+            setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)),
+                                          deserialize(theirs.substr(theirs.find('\n') + 1))});
+        }
+    } catch (const Error& e) {
+        torn = e.what();
     }
-    for (int r : held_roles) {
-        const std::string& theirs = gathered[static_cast<size_t>(r)];
-        setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)),
-                                      deserialize(theirs.substr(theirs.find('\n') + 1))});
-    }
+    if (!membership.work.agree(torn.empty() ? 1 : 0, deadline()))
+        throw CommRevoked(0, 0, "exchange of snapshot layouts", membership.work.name(), membership.work.rank(),
+                          torn.empty() ? "another process did not get every layout" : "a torn exchange: " + torn);
     // Stores of pairs that no longer exist are unmapped once transfers of the aborted epoch
     // cannot touch them any more (the quarantine); their segments stay until the job ends.
     for (auto& dropped : stores->keep_only(keys)) quarantine.hold(std::move(dropped));
@@ -646,7 +665,13 @@ void Runtime::Impl::checkpoint_and_leave() {
 
 void Runtime::Impl::resume(const Resume& at) {
     step = at.step;
-    start_protection(step);
+    try {
+        start_protection(step);
+    } catch (const MpiError& e) {
+        on_failure(e);  // a peer failed while protection started: the loop repairs from `step`
+    } catch (const DeadlineExceeded& e) {
+        on_failure(e);
+    }
     if (last_recovery) last_recovery->timeline.mark("resumed");
     if (at.first_version) protect_first_version();
 }

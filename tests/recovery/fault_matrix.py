@@ -191,6 +191,11 @@ def step0(r):
     r.check("step 0, owner + holder in replication", 4, config,
             ["role=0:step=0:phase=replication:action=kill", "role=2:step=0:phase=replication:action=kill"],
             1, extra)
+    # A death inside the exchange of snapshot layouts as protection starts: the others must not
+    # build a ring from a blank part; they agree it failed and repair.
+    for role in (0, 3):
+        r.check(f"step 0, role {role} killed as protection starts", 4, config,
+                [f"role={role}:step=0:phase=protection_start:action=kill"], 1, extra)
 
 
 def soak(r, trials, seed):

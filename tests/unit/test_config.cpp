@@ -399,7 +399,7 @@ TEST_CASE("bad: faults in the list") {
                 "'role=2:step=x': step must be a non-negative integer, got 'x'");
     check_error(job + "faults:\n  - role=1:step=3:phase=fwd\n", 6, "faults[0]",
                 "phase must be one of forward, allreduce, sync, optimizer, replication, recovery, tp_exchange, pp_exchange, "
-                "loop_end, after_loop, finish, finalize; got 'fwd'");
+                "protection_start, loop_end, after_loop, finish, finalize; got 'fwd'");
     // The points after the last step name the last step (job.steps defaults to 100).
     check_error(job + "faults:\n  - role=1:step=3:phase=finish\n", 6, "faults[0]",
                 "'role=1:step=3:phase=finish': phase finish comes after the last step: its step must be "

@@ -73,18 +73,20 @@ struct Logging {
     bool progress = true;
 };
 
-// The same values as flashrec::Phase (the runtime casts between them), then the points after
+// The same values as flashrec::Phase (the runtime casts between them), then protection_start
+// (protection (re)starting from version `step`, before the exchange of snapshot layouts: a job's
+// start, or the end of a repair), then the points after
 // the job's last step, which only fault injection names: the end-of-loop check (loop_end), the
 // trainer's code after the loop (after_loop), the runtime's end before the role_finished
 // record (finish) and after the launcher acknowledged it, before MPI_Finalize (finalize).
 enum class Phase { forward, allreduce, sync, optimizer, replication, recovery, tp_exchange, pp_exchange,
-                   loop_end, after_loop, finish, finalize };
+                   protection_start, loop_end, after_loop, finish, finalize };
 // A fault at a point after the last step names step job.steps - 1.
 enum class Action { kill, exit, stop };
 
 // One injected fault, from `faults:` in train.yaml or a --fault option (docs/config.md):
 //   role=<dp>[,<tp>,<pp>]|role=spare:<i> :step=<N> [:phase=<forward|allreduce|sync|optimizer|
-//   replication|recovery|tp_exchange|pp_exchange|loop_end|after_loop|finish|finalize>]
+//   replication|recovery|tp_exchange|pp_exchange|protection_start|loop_end|after_loop|finish|finalize>]
 //   [:action=<kill|exit[=<code>]|stop>]
 // Parts are separated by ':' and may come in any order; phase defaults to forward, action to kill.
 struct Fault {
