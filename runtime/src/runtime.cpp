@@ -682,7 +682,12 @@ void Runtime::Impl::check_replayed(std::int64_t version) {
         // Not rewritten by this replay (the store left the ring): nothing to compare.
         if (!now || (now->slot == check.before.slot && now->generation == check.before.generation)) continue;
         const auto diverged = runtime::first_divergence(check.before.checksums, now->checksums);
-        if (!diverged) continue;
+        if (!diverged) {
+            if (timeline.debug)
+                log("replay check: version " + std::to_string(version) + " of " + check.store +
+                    " is bitwise the version committed before the failure");
+            continue;
+        }
         const std::string before = ft::checksum_hex(diverged->before), replayed = ft::checksum_hex(diverged->replayed);
         log("replay diverged: version " + std::to_string(version) + " of " + check.store + ", buffer '" +
             diverged->buffer + "', hashes " + replayed + " after replaying from version " + std::to_string(replay_from) +

@@ -203,9 +203,11 @@ def every(r, ks, phases):
 
 def every_diverged(r):
     """A trainer whose batch is not a function of data_seed() alone: the failure-free run is the
-    same, but the replay after a repair computes other steps. The survivors whose stores held a
-    version beyond the one restored (dp0 and dp2 commit version 16 while dp1, killed while it
-    replicated it, never does) must report replay_diverged when the replay commits 16 again."""
+    same, but the replay after a repair computes other steps. dp1 and dp3 hold each other's ring
+    copies and die while replicating version 16, so neither commits it anywhere and the repair
+    restores 12; dp0 and dp2 replicate only to each other and commit 16 before the failure is
+    noticed (the step's 30 ms of device time). When the replay commits 16 again they must report
+    replay_diverged."""
     config = "every-4-counter-data.yaml"
     def judge(r):
         if not r["diverged"]:
@@ -214,19 +216,37 @@ def every_diverged(r):
         if "replay diverged: version 16" not in r["output"]:
             return ["no log line naming the divergence"]
         return [f"unexpected record {d}" for d in bad]
-    want = r.baseline(4, config, 1)
-    res = r.run(4, config, ["role=1:step=16:phase=replication:action=kill"], 1)
+    want = r.baseline(4, config, 2)
+    res = r.run(4, config, ["role=1:step=16:phase=replication:action=kill",
+                            "role=3:step=16:phase=replication:action=kill"], 2)
     problems = judge(res)
     if res["checksum"] == want:
         problems.append("the replay computed the same state: the test trainer did not diverge")
     ok = not problems
     d = res["diverged"][0] if res["diverged"] else {}
-    print(f"{'ok  ' if ok else 'FAIL'} {'counter data, kill in replication of 16':<48} "
+    print(f"{'ok  ' if ok else 'FAIL'} {'counter data, dp1+dp3 die replicating 16':<48} "
           f"diverged={len(res['diverged'])} store={d.get('store', '-')} buffer={d.get('buffer', '-')}"
           + ("" if ok else "  <- " + "; ".join(problems)), flush=True)
     if not ok:
         print(res["output"][-2500:], flush=True)
     r.results.append(("every-diverged", ok, res))
+    # The same failure with data drawn from data_seed(): compared, identical, and no record.
+    config = "every-4-exact.yaml"
+    want = r.baseline(4, config, 2)
+    res = r.run(4, config, ["role=1:step=16:phase=replication:action=kill",
+                            "role=3:step=16:phase=replication:action=kill"], 2)
+    compared = res["output"].count("replay check: version 16 of ")
+    problems = [f"replay_diverged: {d}" for d in res["diverged"]]
+    if res["checksum"] != want:
+        problems.append(f"checksum {res['checksum']} != {want}")
+    if compared == 0:
+        problems.append("no replayed version was compared")
+    ok = not problems
+    print(f"{'ok  ' if ok else 'FAIL'} {'exact data, dp1+dp3 die replicating 16':<48} compared={compared} "
+          f"diverged={len(res['diverged'])}" + ("" if ok else "  <- " + "; ".join(problems)), flush=True)
+    if not ok:
+        print(res["output"][-2500:], flush=True)
+    r.results.append(("every-exact", ok, res))
 
 
 def scenarios(r):
