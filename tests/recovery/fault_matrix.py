@@ -191,6 +191,8 @@ def every(r, ks, phases):
                                  judge=judge_interval(k, step))
                     row = counts.setdefault(k, [0, 0])
                     row[0 if ok else 1] += 1
+    if 8 in ks:
+        every_scenarios(r)
     sums = {k: r.baselines[(4, every_configs(k)["hot"][0])] for k in ks}
     same = len(set(sums.values())) == 1
     print("failure-free checksum by k: " + ", ".join(f"k={k} {v}" for k, v in sums.items()) +
@@ -199,6 +201,20 @@ def every(r, ks, phases):
         print(f"every {k}: {passed} identical, {failed} not")
     if not same:
         r.results.append(("failure-free checksums identical across k", False, {}))
+
+
+def every_scenarios(r):
+    """k = 8, more than one failure: the repairs replay (part of) the same interval again."""
+    for kind, (config, extra) in every_configs(8).items():
+        # Two failures in one interval: the second repair restores version 16 again.
+        r.check(f"every 8, {kind:>7}, roles 1 and 3 die in steps 17 and 21", 4, config,
+                ["role=1:step=17:phase=forward:action=kill", "role=3:step=21:phase=allreduce:action=kill"], 2, extra,
+                every=8, judge=lambda res: [f"replay_diverged: {d}" for d in res["diverged"]])
+        # The replacement takes only the role's faults beyond the failure: it replays 16..17 and
+        # dies at 22, not again at 18 (that fault fired in the process it replaced).
+        r.check(f"every 8, {kind:>7}, the replacement dies too", 4, config,
+                ["role=1:step=18:phase=forward:action=kill", "role=1:step=22:phase=sync:action=kill"], 2, extra,
+                every=8, judge=lambda res: [f"replay_diverged: {d}" for d in res["diverged"]])
 
 
 def every_diverged(r):
