@@ -153,7 +153,7 @@ def relaunch(a, ref):
 
 def protection_every(config):
     with open(config) as f:
-        m = re.search(r"every:\s*(\d+)", f.read())
+        m = re.search(r"(?<![\w])every:\s*(\d+)", f.read())  # not log_every
     return int(m.group(1)) if m else 1
 
 
