@@ -704,7 +704,9 @@ void Runtime::Impl::check_replayed(std::int64_t version) {
 
 void Runtime::Impl::resume(const Resume& at) {
     step = at.step;
-    note_versions_to_replay(step);  // before protection rewrites a slot
+    // After a repair or a relaunch only: a start's stores may hold an earlier job's versions.
+    if (last_recovery) note_versions_to_replay(step);  // before protection rewrites a slot
+    else replay_checks.clear();
     start_protection(step);
     if (last_recovery) last_recovery->timeline.mark("resumed");
     if (at.first_version) protect_first_version();
