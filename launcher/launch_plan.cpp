@@ -339,7 +339,7 @@ Plan make_plan(const PlanRequest& request) {
     for (const auto& spec : request.faults) {
         const std::string where = "--fault";
         const config::Fault fault = config::parse_fault(spec, where);
-        config::validate_fault(fault, plan.cfg.job, where);
+        config::validate_fault(fault, plan.cfg.job, where, plan.cfg.protection);
         plan.faults.push_back(spec);
     }
     plan.program = resolve_program(plan.cfg, plan.config_path);
@@ -494,6 +494,15 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
         << (cfg.detection.metrics ? "on, port " + std::to_string(cfg.detection.metrics_port) : std::string("off"))
         << "\n";
     out << "event log      " << plan.events_path.string() << "\n";
+    out << "protection     "
+        << (cfg.protection.enabled
+                ? "snapshot every " + (cfg.protection.every == 1 ? std::string("step")
+                                                                 : std::to_string(cfg.protection.every) +
+                                                                       " steps (protection.every; a repair replays up to " +
+                                                                       std::to_string(cfg.protection.every) + ")") +
+                      ", " + std::to_string(cfg.protection.replicas) + " ring replica(s), " + cfg.protection.placement
+                : std::string("off"))
+        << "\n";
     out << "recovery       in-job (tier 1) with " << job.hot_spares << " hot spare(s)"
         << (cfg.recovery.spawn ? " then spawn" : "") << "; up to " << cfg.recovery.warm_relaunches
         << " warm relaunch(es) (tier 2); HDF5 fallback (tier 3): "

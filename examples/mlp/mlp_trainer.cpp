@@ -93,6 +93,11 @@ int main(int argc, char** argv) {
         const double lr = rt.param_double("lr", 3e-3);
         const std::int64_t log_every = rt.param_int("log_every", 10);
         const std::chrono::milliseconds device_time{rt.param_int("device_ms", 0)};
+        // Tests only: the mistake replay checking catches. The batch comes from how many steps this
+        // process ran, not from step.data_seed() alone: the same in a run without failures, other
+        // data when a repair replays steps (docs/snapshots.md, "Checking that replay is exact").
+        const bool data_from_counter = rt.param_int("data_from_counter", 0) != 0;
+        std::uint64_t steps_run = 0;
         const double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 
         const std::vector<float> teacher = random_mlp(shape, rt.seed() ^ 0x7eac4e5ULL, 2.0f);
@@ -115,7 +120,8 @@ int main(int argc, char** argv) {
         const float norm = 1.0f / static_cast<float>(batch * static_cast<std::size_t>(rt.dp_size()));
         double first_loss = -1, last_loss = -1;
         for (auto step : rt.steps()) {
-            std::mt19937_64 rng(step.data_seed());
+            std::mt19937_64 rng(data_from_counter ? step.data_seed() ^ (steps_run++ - static_cast<std::uint64_t>(step.index()))
+                                                  : step.data_seed());
             std::normal_distribution<float> normal(0.0f, 1.0f);
             x.resize(batch * shape.in);
             for (auto& v : x) v = normal(rng);

@@ -45,6 +45,10 @@ public:
         if (!f.is_number()) throw RecordError(event_, field, "expected a number, got " + f.dump());
         return f.get<double>();
     }
+    // A field added after the record's first version: absent in older records.
+    std::int64_t integer_or(const char* field, std::int64_t absent) const {
+        return has(field) ? integer(field) : absent;
+    }
     std::optional<double> optional_number(const char* field) const {
         return has(field) ? std::optional<double>(number(field)) : std::nullopt;
     }
@@ -203,6 +207,8 @@ json Recovery::to_json() const {
               {"first_step_ms", first_step_ms},
               {"slots_made_ahead", slots_made_ahead}});
     if (notice_to_loop_ms) j["notice_to_loop_ms"] = *notice_to_loop_ms;
+    j["protection_every"] = protection_every;
+    if (replay_ms) j["replay_ms"] = *replay_ms;
     return j;
 }
 Recovery Recovery::from_json(const json& j) {
@@ -231,6 +237,8 @@ Recovery Recovery::from_json(const json& j) {
     x.first_step_ms = r.number("first_step_ms");
     x.slots_made_ahead = r.integer("slots_made_ahead");
     x.notice_to_loop_ms = r.optional_number("notice_to_loop_ms");
+    x.protection_every = r.integer_or("protection_every", 1);
+    x.replay_ms = r.optional_number("replay_ms");
     return x;
 }
 
@@ -258,7 +266,8 @@ json JobStats::to_json() const {
               {"sender_touched_per_byte", sender_touched_per_byte},
               {"sender_touched_incl_send_per_byte", sender_touched_incl_send_per_byte},
               {"holder_touched_per_byte", holder_touched_per_byte},
-              {"hashed_in_cache_per_byte", hashed_in_cache_per_byte}});
+              {"hashed_in_cache_per_byte", hashed_in_cache_per_byte},
+              {"protection_every", protection_every}});
     return j;
 }
 JobStats JobStats::from_json(const json& j) {
@@ -287,7 +296,25 @@ JobStats JobStats::from_json(const json& j) {
     s.sender_touched_incl_send_per_byte = r.number("sender_touched_incl_send_per_byte");
     s.holder_touched_per_byte = r.number("holder_touched_per_byte");
     s.hashed_in_cache_per_byte = r.number("hashed_in_cache_per_byte");
+    s.protection_every = r.integer_or("protection_every", 1);
     return s;
+}
+
+json ReplayDiverged::to_json() const {
+    json j = head(kEvent);
+    j.update({{"role", role},
+              {"store", store},
+              {"step", step},
+              {"restored_version", restored_version},
+              {"buffer", buffer},
+              {"before", before},
+              {"replayed", replayed}});
+    return j;
+}
+ReplayDiverged ReplayDiverged::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.string("role"),   r.string("store"),  r.integer("step"),   r.integer("restored_version"),
+            r.string("buffer"), r.string("before"), r.string("replayed")};
 }
 
 namespace {
@@ -302,7 +329,7 @@ bool check_if(const json& record, std::string_view name) {
 bool is_typed(std::string_view e) {
     return e == Step::kEvent || e == FaultInjected::kEvent || e == CheckpointPublished::kEvent ||
            e == CheckpointResumed::kEvent || e == EndingJob::kEvent || e == RoleFinished::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
-           e == Recovery::kEvent || e == JobStats::kEvent;
+           e == Recovery::kEvent || e == JobStats::kEvent || e == ReplayDiverged::kEvent;
 }
 
 void validate(const json& record) {
@@ -314,7 +341,8 @@ void validate(const json& record) {
            check_if<CheckpointPublished>(record, name) || check_if<CheckpointResumed>(record, name) ||
            check_if<EndingJob>(record, name) || check_if<RoleFinished>(record, name) ||
            check_if<MpiErrorSeen>(record, name) || check_if<SpareReleased>(record, name) ||
-           check_if<Recovery>(record, name) || check_if<JobStats>(record, name));
+           check_if<Recovery>(record, name) || check_if<JobStats>(record, name) ||
+           check_if<ReplayDiverged>(record, name));
 }
 
 std::string event_line(const json& record) {

@@ -872,6 +872,18 @@ std::vector<std::int64_t> SnapshotReader::committed_steps() const {
     return steps;
 }
 
+std::optional<CommittedHeader> SnapshotReader::committed_header(std::int64_t step) const {
+    const auto sources = sources_of(job_, role_key_, slots_);
+    for (int slot = 0; slot < 2; ++slot) {
+        const HeaderRead header = read_header(sources[slot], slot);
+        if (!header.committed || header.step != step) continue;
+        CommittedHeader out{header.step, header.epoch, slot, header.generation, {}};
+        for (const auto& entry : header.entries) out.checksums.emplace_back(entry.name, entry.checksum);
+        return out;
+    }
+    return std::nullopt;
+}
+
 SnapshotStatus verify_snapshot(std::string_view job, std::string_view role_key,
                                std::optional<std::int64_t> step) {
     return SnapshotReader(std::string(job), std::string(role_key)).verify(step);

@@ -146,6 +146,7 @@ const std::vector<Field<Protection>>& protection_fields() {
         {.key = "placement", .member = &Protection::placement, .choices = kProtectionPlacements},
         {.key = "chunk_bytes", .member = &Protection::chunk_bytes, .min = 1, .size = true},
         {.key = "thread_nice", .member = &Protection::thread_nice, .min = 0, .max = 19},
+        {.key = "every", .member = &Protection::every, .min = 1},
     };
     return fields;
 }
@@ -384,6 +385,14 @@ std::optional<std::string> step_outside(const Fault& fault, const Job& job) {
            ", got " + std::to_string(fault.step);
 }
 
+// A replication-phase fault fires while snapshot `step` is sent: with protection.every = k only
+// multiples of k are, and a fault at another step would silently never fire.
+std::optional<std::string> replication_never_runs(const Fault& fault, const Protection& protection) {
+    if (fault.phase != Phase::replication || fault.spare || fault.step % protection.every == 0) return std::nullopt;
+    return "phase replication fires while snapshot version <step> is replicated, and with protection.every = " +
+           std::to_string(protection.every) + " only multiples of it are: got step " + std::to_string(fault.step);
+}
+
 // Where each fault of the faults: list was written, to point at it after the job is known.
 struct FaultOrigin {
     std::string field;   // faults[i] or, for the map form, faults[i].role
@@ -605,6 +614,12 @@ void validate(const Config& config, const Reader& reader, const std::vector<Faul
                   default_note("protection.replicas"));
     }
     const Checkpoint& checkpoint = config.checkpoint;
+    // HDF5 checkpoints are written from committed snapshot versions: only multiples of every exist.
+    if (protection.enabled && checkpoint.every_steps > 0)
+        check(checkpoint.every_steps % protection.every == 0, "checkpoint.every_steps",
+              "must be a multiple of protection.every = " + std::to_string(protection.every) +
+                  " (a checkpoint is written from a snapshot version, and only multiples of protection.every "
+                  "are snapshotted), got " + std::to_string(checkpoint.every_steps));
     if (checkpoint.every_steps > 0 && checkpoint.dir.empty()) {
         if (reader.given("checkpoint.dir"))
             check(false, "checkpoint.dir", "must not be empty when checkpoint.every_steps > 0");
@@ -631,6 +646,8 @@ void validate(const Config& config, const Reader& reader, const std::vector<Faul
         if (const auto problem = role_outside(config.faults[i], job))
             reader.fail(origins[i].line, origins[i].field, origins[i].prefix + *problem);
         if (const auto problem = step_outside(config.faults[i], job))
+            reader.fail(origins[i].line, origins[i].field, in_quotes(config.faults[i].text) + ": " + *problem);
+        if (const auto problem = replication_never_runs(config.faults[i], protection))
             reader.fail(origins[i].line, origins[i].field, in_quotes(config.faults[i].text) + ": " + *problem);
     }
 }
@@ -709,10 +726,12 @@ Fault parse_fault(const std::string& spec, const std::string& where) {
     }
 }
 
-void validate_fault(const Fault& fault, const Job& job, const std::string& where) {
+void validate_fault(const Fault& fault, const Job& job, const std::string& where, const Protection& protection) {
     if (const auto problem = role_outside(fault, job))
         throw ConfigError(where, 0, "fault", in_quotes(fault.text) + ": role " + *problem);
     if (const auto problem = step_outside(fault, job))
+        throw ConfigError(where, 0, "fault", in_quotes(fault.text) + ": " + *problem);
+    if (const auto problem = replication_never_runs(fault, protection))
         throw ConfigError(where, 0, "fault", in_quotes(fault.text) + ": " + *problem);
 }
 

@@ -446,7 +446,9 @@ void Runtime::Impl::emit_recovery_record() {
                                 {"phases_ms", mine},
                                 {"slots_made_ahead", stores->blanks_taken() - blanks_taken_before_repair},
                                 {"noticed_unix_us", done.noticed_unix_us},
-                                {"in_loop_unix_us", done.in_loop_unix_us}};
+                                {"in_loop_unix_us", done.in_loop_unix_us},
+                                {"steps_run", stats.step_ms.size()},
+                                {"median_step_ms", runtime::median(stats.step_ms)}};
     std::vector<std::string> gathered;
     guarded([&] { gathered = ft::allgather_strings(membership.work, own.dump()); });
     timeline.noticed_unix_us = 0;  // the next failure's notice starts the next timeline
@@ -461,9 +463,15 @@ void Runtime::Impl::emit_recovery_record() {
     std::string slowest;
     double slowest_ms = -1;
     std::int64_t slots_made_ahead = 0;
+    // The step time a replay costs: the median of the rank that ran the most steps (a
+    // replacement has run only the first step after the repair, which carries its set-up).
+    std::size_t most_steps = 0;
+    double median_step_ms = 0;
     for (const auto& text : gathered) {
         const auto rank = nlohmann::json::parse(text);
         slots_made_ahead += rank.at("slots_made_ahead").get<std::int64_t>();
+        if (const auto steps = rank.at("steps_run").get<std::size_t>(); steps > most_steps)
+            most_steps = steps, median_step_ms = rank.at("median_step_ms").get<double>();
         const std::string role = rank.at("role");
         by_role[role] = rank.at("phases_ms");
         double repair = 0;  // this rank's phases up to "resumed": its own time to the loop
@@ -504,6 +512,9 @@ void Runtime::Impl::emit_recovery_record() {
     record.back_in_loop_unix_us = in_loop;     // the last rank back in the loop, state restored
     record.first_step_ms = max_phase.value("first_step", 0.0);
     record.slots_made_ahead = slots_made_ahead;
+    record.protection_every = cfg.protection.every;
+    if (const auto replay = runtime::replay_cost_ms(plan.steps_replayed, median_step_ms))
+        record.replay_ms = std::round(*replay * 1000) / 1000;
     if (noticed > 0 && in_loop > noticed)
         record.notice_to_loop_ms = std::round(static_cast<double>(in_loop - noticed)) / 1e3;
     emit(record.to_json());

@@ -203,7 +203,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     cfg = config::load(path);
     for (const auto& spec : cl.faults) {
         cfg.faults.push_back(config::parse_fault(spec, "--fault"));
-        config::validate_fault(cfg.faults.back(), cfg.job, "--fault");
+        config::validate_fault(cfg.faults.back(), cfg.job, "--fault", cfg.protection);
     }
     shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
     resume_requested = cl.resume || std::getenv(ft::env::kResume) != nullptr;
@@ -489,6 +489,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     // A snapshot of device state waits (on the GPU) for the work enqueued so far.
     if (state.has_device_buffers()) protection->setup().copier->state_ready(device.stream());
     protection->start_snapshot(version, membership.epoch, std::move(scope));
+    snapshot_version = version;
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(membership.checkpoint));
     else checkpointer = std::make_unique<runtime::Checkpointer>(
              cfg, state.buffers(), checkpoint_identity(), std::move(membership.checkpoint),
@@ -501,11 +502,7 @@ runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
 
 void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
                                    const ft::SnapshotTiming& totals, std::size_t snapshots) {
-    auto median = [](std::vector<double> v) {
-        if (v.empty()) return 0.0;
-        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-        return v[v.size() / 2];
-    };
+    using runtime::median;
     double waited = 0;
     for (double w : stats.exposed_wait_ms) waited += w;
     const auto per = [&](double sum) { return snapshots ? sum / static_cast<double>(snapshots) : 0.0; };
@@ -546,6 +543,7 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
         ratio(totals.sender_touched_bytes + totals.sent_bytes, totals.copied_bytes);
     r.holder_touched_per_byte = ratio(totals.holder_touched_bytes, totals.received_bytes);
     r.hashed_in_cache_per_byte = ratio(totals.hashed_in_cache_bytes, totals.copied_bytes);
+    r.protection_every = cfg.protection.every;
     emit(r.to_json());
 }
 
@@ -663,8 +661,71 @@ void Runtime::Impl::checkpoint_and_leave() {
     std::exit(0);
 }
 
+void Runtime::Impl::snapshot_if_due(std::int64_t version) {
+    if (!protection || !runtime::snapshot_due(version, cfg.protection.every)) return;
+    // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
+    if (state.has_device_buffers()) protection->setup().copier->state_ready(device.stream());
+    protection->start_snapshot(version, membership.epoch);
+    snapshot_version = version;
+}
+
+void Runtime::Impl::note_versions_to_replay(std::int64_t restored) {
+    replay_checks.clear();
+    replay_from = restored;
+    if (membership.role_index < 0 || !cfg.protection.enabled) return;
+    std::vector<std::string> keys{own_segment()};
+    for (int r : held_roles) keys.push_back(held_segment(r));
+    for (const auto& key : keys) {
+        try {
+            const ft::SnapshotReader reader(cfg.job.name, key);
+            for (std::int64_t v : reader.committed_steps())
+                if (v > restored)
+                    if (auto header = reader.committed_header(v)) replay_checks.emplace(v, ReplayCheck{key, *header});
+        } catch (const Error& e) {  // a check that cannot be made is no reason to stop the job
+            log("replay check: cannot read the headers of " + key + ": " + e.what());
+        }
+    }
+}
+
+void Runtime::Impl::check_replayed(std::int64_t version) {
+    if (replay_checks.empty()) return;
+    const auto [first, last] = replay_checks.equal_range(version);
+    for (auto it = first; it != last; ++it) {
+        const ReplayCheck& check = it->second;
+        std::optional<ft::CommittedHeader> now;
+        try {
+            now = ft::SnapshotReader(cfg.job.name, check.store).committed_header(version);
+        } catch (const Error& e) {
+            log("replay check: cannot read " + check.store + ": " + e.what());
+        }
+        // Not rewritten by this replay (the store left the ring): nothing to compare.
+        if (!now || (now->slot == check.before.slot && now->generation == check.before.generation)) continue;
+        const auto diverged = runtime::first_divergence(check.before.checksums, now->checksums);
+        if (!diverged) {
+            if (timeline.debug)
+                log("replay check: version " + std::to_string(version) + " of " + check.store +
+                    " is bitwise the version committed before the failure");
+            continue;
+        }
+        const std::string before = ft::checksum_hex(diverged->before), replayed = ft::checksum_hex(diverged->replayed);
+        log("replay diverged: version " + std::to_string(version) + " of " + check.store + ", buffer '" +
+            diverged->buffer + "', hashes " + replayed + " after replaying from version " + std::to_string(replay_from) +
+            " but " + before + " as committed before the failure. The steps are not deterministic: the trainer must "
+            "draw its data from step.data_seed() and keep every state that changes across steps in protect()ed "
+            "buffers (docs/snapshots.md, \"Checking that replay is exact\")");
+        emit(ft::records::ReplayDiverged{topology::role_key(coord()), check.store, version, replay_from,
+                                         diverged->buffer, before, replayed}
+                 .to_json());
+    }
+    // Versions up to this one are past: a later failure notes its own.
+    replay_checks.erase(replay_checks.begin(), replay_checks.upper_bound(version));
+}
+
 void Runtime::Impl::resume(const Resume& at) {
     step = at.step;
+    // After a repair or a relaunch only: a start's stores may hold an earlier job's versions.
+    if (last_recovery) note_versions_to_replay(step);  // before protection rewrites a slot
+    else replay_checks.clear();
     try {
         start_protection(step);
     } catch (const MpiError& e) {
@@ -904,11 +965,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
             im.finish_loop();
             if (!im.abandoned) return im.step;
         } else {
-            if (im.protection) {
-                // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
-                if (im.state.has_device_buffers()) im.protection->setup().copier->state_ready(im.device.stream());
-                im.protection->start_snapshot(im.step, im.membership.epoch);
-            }
+            im.snapshot_if_due(im.step);
             im.enter(Phase::forward, im.step);
             return im.step;
         }
@@ -1011,11 +1068,14 @@ bool Step::begin_update() {
     auto& im = *rt_->impl_;
     if (im.abandoned) return false;
     im.enter(Phase::sync, index_);
+    // Only a step whose starting version is being snapshotted waits (protection.every).
+    const bool snapshotted = im.protection && im.snapshot_version == index_;
     im.guarded([&] {
         if (!im.protection) return;
-        im.stats.exposed_wait_ms.push_back(im.protection->wait() * 1e3);
+        if (snapshotted) im.stats.exposed_wait_ms.push_back(im.protection->wait() * 1e3);
         im.quarantine.clean_step();  // transfers of an aborted epoch end a few steps later
     });
+    if (snapshotted && !im.abandoned) im.check_replayed(index_);
     // The one synchronization point: nobody mutates state for this step unless every active
     // role reached it alive (a failure anywhere abandons the step everywhere).
     int everyone_here = 1;
@@ -1029,7 +1089,7 @@ bool Step::begin_update() {
     if (im.abandoned) return false;
     im.pristine = false;  // the optimizer changes state from here on
     // Every role's snapshot `index_` is committed now (each waited before the allreduce).
-    if (im.checkpointer) im.checkpointer->committed(index_);
+    if (im.checkpointer && snapshotted) im.checkpointer->committed(index_);
     im.enter(Phase::optimizer, -1);
     return true;
 }

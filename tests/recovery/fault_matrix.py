@@ -6,6 +6,8 @@
   fault_matrix.py --trainer EXE --config-dir DIR soak --trials N [--seed S]
   fault_matrix.py --trainer EXE --config-dir DIR live-nodes
   fault_matrix.py --trainer EXE --config-dir DIR uneven
+  fault_matrix.py --trainer EXE --config-dir DIR every --every K... [--phases ...]
+  fault_matrix.py --trainer EXE --config-dir DIR every-diverged
   fault_matrix.py --trainer EXE --config-dir DIR chaos --trials N [--seed S] [--only CAT...] [--cycle]
                   [--snapshots EXE] [--launcher EXE --launch-config YAML --workdir DIR]
 
@@ -46,6 +48,7 @@ class Runner:
             argv += ["--fault", f]
         job = frlib.run_job(ranks + extra_procs, argv, self.timeout)
         return {"checksum": job.checksum, "records": job.events("recovery"),
+                "diverged": job.events("replay_diverged"), "job_stats": job.events("job_stats"),
                 "hung": job.hung, "rc": job.returncode, "seconds": job.seconds, "output": job.output}
 
     def baseline(self, ranks, config, extra):
@@ -58,10 +61,11 @@ class Runner:
             self.baselines[key] = r["checksum"]
         return self.baselines[key]
 
-    def check(self, name, ranks, config, faults, expect_recoveries, extra=0, tiers=(1,), slots_ahead=None):
+    def check(self, name, ranks, config, faults, expect_recoveries, extra=0, tiers=(1,), slots_ahead=None,
+              every=1, judge=None):
         want = self.baseline(ranks, config, extra)
         r = self.run(ranks, config, faults, extra)
-        problems = []
+        problems = judge(r) if judge else []
         if r["hung"]:
             problems.append("hung")
         if r["checksum"] != want:
@@ -69,7 +73,9 @@ class Runner:
         if len(r["records"]) < expect_recoveries:
             problems.append(f"{len(r['records'])} recovery records, expected {expect_recoveries}")
         for rec in r["records"]:
-            if rec.get("tier") in (1, 2) and rec.get("steps_replayed", 0) > 1:
+            # A repair replays at most protection.every steps (a failure while the version at
+            # the interval's start was still being snapshotted goes back one interval).
+            if rec.get("tier") in (1, 2) and rec.get("steps_replayed", 0) > every:
                 problems.append(f"replayed {rec['steps_replayed']} steps")
             if rec.get("tier") not in tiers:
                 problems.append(f"tier {rec.get('tier')} not in {tiers}")
@@ -139,6 +145,124 @@ def matrix(r, ranks_list, phases):
             for phase in phases:
                 r.check(f"{ranks} ranks, {kind:>7}, kill in {phase}", ranks, config,
                         [f"role=1:step=12:phase={phase}:action=kill"], 1, extra)
+
+
+def every_configs(k):
+    return {"hot": (f"every-{k}-hot.yaml", 2), "spawned": (f"every-{k}.yaml", 0)}
+
+
+def judge_interval(k, fault_step):
+    """What a repair under protection.every = k must record: a version that is a multiple of k
+    at or before the failure, the steps since it replayed (their cost beside them), and no
+    replayed version that hashes differently from before the failure."""
+    def judge(r):
+        problems = [f"replay_diverged: {d}" for d in r["diverged"]]
+        for rec in r["records"][:1]:
+            v, replayed = rec.get("recovery_version", -1), rec.get("steps_replayed", -1)
+            if rec.get("protection_every") != k:
+                problems.append(f"protection_every {rec.get('protection_every')} != {k}")
+            if v % k != 0 or not fault_step - k <= v <= fault_step:
+                problems.append(f"recovery_version {v}: not a multiple of {k} in [{fault_step - k}, {fault_step}]")
+            # The furthest step a survivor reached: the failed step, or the one before it.
+            if not fault_step - v - 1 <= replayed <= fault_step - v:
+                problems.append(f"steps_replayed {replayed} for a failure in step {fault_step} and version {v}")
+            if rec.get("replay_ms") is None or rec["replay_ms"] < 0:
+                problems.append(f"replay_ms {rec.get('replay_ms')}")
+        for stats in r["job_stats"]:
+            if stats.get("protection_every") != k or stats.get("snapshots", 0) > 30 // k + 2:
+                problems.append(f"job_stats: protection_every {stats.get('protection_every')}, "
+                                f"{stats.get('snapshots')} snapshots for 30 steps")
+        return problems
+    return judge
+
+
+def every(r, ks, phases):
+    """protection.every = k: a kill at every offset within an interval (0 .. k-1), in each phase,
+    hot and spawned, ends bitwise identical to the failure-free run (which is the same for every k)."""
+    counts = {}
+    for k in ks:
+        first = 2 * k if 2 * k + k < 30 else k  # the third interval: versions before it exist
+        for kind, (config, extra) in every_configs(k).items():
+            for offset in range(k):
+                step = first + offset
+                for phase in phases:
+                    ok = r.check(f"every {k}, {kind:>7}, offset {offset}, step {step}, kill in {phase}", 4, config,
+                                 [f"role=1:step={step}:phase={phase}:action=kill"], 1, extra, every=k,
+                                 judge=judge_interval(k, step))
+                    row = counts.setdefault(k, [0, 0])
+                    row[0 if ok else 1] += 1
+    if 8 in ks:
+        every_scenarios(r)
+    sums = {k: r.baselines[(4, every_configs(k)["hot"][0])] for k in ks}
+    same = len(set(sums.values())) == 1
+    print("failure-free checksum by k: " + ", ".join(f"k={k} {v}" for k, v in sums.items()) +
+          (" (identical)" if same else " <- DIFFER"))
+    for k, (passed, failed) in counts.items():
+        print(f"every {k}: {passed} identical, {failed} not")
+    if not same:
+        r.results.append(("failure-free checksums identical across k", False, {}))
+
+
+def every_scenarios(r):
+    """k = 8, more than one failure: the repairs replay (part of) the same interval again."""
+    for kind, (config, extra) in every_configs(8).items():
+        # Two failures in one interval: the second repair restores version 16 again.
+        r.check(f"every 8, {kind:>7}, roles 1 and 3 die in steps 17 and 21", 4, config,
+                ["role=1:step=17:phase=forward:action=kill", "role=3:step=21:phase=allreduce:action=kill"], 2, extra,
+                every=8, judge=lambda res: [f"replay_diverged: {d}" for d in res["diverged"]])
+        # The replacement takes only the role's faults beyond the failure: it replays 16..17 and
+        # dies at 22, not again at 18 (that fault fired in the process it replaced).
+        r.check(f"every 8, {kind:>7}, the replacement dies too", 4, config,
+                ["role=1:step=18:phase=forward:action=kill", "role=1:step=22:phase=sync:action=kill"], 2, extra,
+                every=8, judge=lambda res: [f"replay_diverged: {d}" for d in res["diverged"]])
+
+
+def every_diverged(r):
+    """A trainer whose batch is not a function of data_seed() alone: the failure-free run is the
+    same, but the replay after a repair computes other steps. dp1 and dp3 hold each other's ring
+    copies and die while replicating version 16, so neither commits it anywhere and the repair
+    restores 12; dp0 and dp2 replicate only to each other and commit 16 before the failure is
+    noticed (the step's 30 ms of device time). When the replay commits 16 again they must report
+    replay_diverged."""
+    config = "every-4-counter-data.yaml"
+    def judge(r):
+        if not r["diverged"]:
+            return ["no replay_diverged record (expected one for version 16)"]
+        bad = [d for d in r["diverged"] if d.get("step") != 16 or d.get("restored_version") != 12]
+        if "replay diverged: version 16" not in r["output"]:
+            return ["no log line naming the divergence"]
+        return [f"unexpected record {d}" for d in bad]
+    want = r.baseline(4, config, 2)
+    res = r.run(4, config, ["role=1:step=16:phase=replication:action=kill",
+                            "role=3:step=16:phase=replication:action=kill"], 2)
+    problems = judge(res)
+    if res["checksum"] == want:
+        problems.append("the replay computed the same state: the test trainer did not diverge")
+    ok = not problems
+    d = res["diverged"][0] if res["diverged"] else {}
+    print(f"{'ok  ' if ok else 'FAIL'} {'counter data, dp1+dp3 die replicating 16':<48} "
+          f"diverged={len(res['diverged'])} store={d.get('store', '-')} buffer={d.get('buffer', '-')}"
+          + ("" if ok else "  <- " + "; ".join(problems)), flush=True)
+    if not ok:
+        print(res["output"][-2500:], flush=True)
+    r.results.append(("every-diverged", ok, res))
+    # The same failure with data drawn from data_seed(): compared, identical, and no record.
+    config = "every-4-exact.yaml"
+    want = r.baseline(4, config, 2)
+    res = r.run(4, config, ["role=1:step=16:phase=replication:action=kill",
+                            "role=3:step=16:phase=replication:action=kill"], 2)
+    compared = res["output"].count("replay check: version 16 of ")
+    problems = [f"replay_diverged: {d}" for d in res["diverged"]]
+    if res["checksum"] != want:
+        problems.append(f"checksum {res['checksum']} != {want}")
+    if compared == 0:
+        problems.append("no replayed version was compared")
+    ok = not problems
+    print(f"{'ok  ' if ok else 'FAIL'} {'exact data, dp1+dp3 die replicating 16':<48} compared={compared} "
+          f"diverged={len(res['diverged'])}" + ("" if ok else "  <- " + "; ".join(problems)), flush=True)
+    if not ok:
+        print(res["output"][-2500:], flush=True)
+    r.results.append(("every-exact", ok, res))
 
 
 def scenarios(r):
@@ -348,6 +472,10 @@ def main():
     sub.add_parser("step0")
     sub.add_parser("live-nodes")
     sub.add_parser("uneven")
+    e = sub.add_parser("every")
+    e.add_argument("--every", type=int, nargs="+", default=[1, 3, 8])
+    e.add_argument("--phases", nargs="+", default=["forward", "allreduce", "sync"])
+    sub.add_parser("every-diverged")
     c = sub.add_parser("chaos")
     c.add_argument("--trials", type=int, default=12)
     c.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -374,6 +502,10 @@ def main():
         live_nodes(r)
     elif a.what == "uneven":
         uneven(r)
+    elif a.what == "every":
+        every(r, a.every, a.phases)
+    elif a.what == "every-diverged":
+        every_diverged(r)
     elif a.what == "chaos":
         print(f"chaos soak: {a.trials} trials, seed {a.seed}")
         launch, categories = None, a.only

@@ -145,7 +145,16 @@ def relaunch(a, ref):
         print(text[-4000:], flush=True)
     m = re.search(r"warm relaunch: restored version (\d+)", text)
     print(f"relaunch: {m.group(0) if m else 'no restore line'}; exit code {rc}", flush=True)
+    every = protection_every(a.config)
+    if m and every > 1:  # only multiples of protection.every are snapshotted; the steps since replay
+        check(int(m.group(1)) % every == 0, f"restored version {m.group(1)} is not a multiple of {every}")
     return text
+
+
+def protection_every(config):
+    with open(config) as f:
+        m = re.search(r"(?<![\w])every:\s*(\d+)", f.read())  # not log_every
+    return int(m.group(1)) if m else 1
 
 
 def main():

@@ -208,6 +208,7 @@ TEST_CASE("omitted sections and keys keep their defaults") {
         CHECK(c.protection.placement == "node-aware");
         CHECK(c.protection.chunk_bytes == 256 << 10);
         CHECK(c.protection.thread_nice == 19);
+        CHECK(c.protection.every == 1);  // a snapshot every step: the behaviour before protection.every
         CHECK((c.checkpoint.dir.empty() && c.checkpoint.every_steps == 0 && c.checkpoint.keep == 2));
         CHECK((c.detection.heartbeat_ms == 100 && c.detection.hang_timeout_ms == 10000));
         CHECK((c.detection.bind == "127.0.0.1" && c.detection.port == 0 && !c.detection.metrics));
@@ -347,6 +348,38 @@ TEST_CASE("bad: protection.replicas range") {
     // Off, or dp = 1: no ring to check against.
     CHECK(config::parse("protection:\n  enabled: false\n  replicas: 0\n", "t").protection.replicas == 0);
     CHECK(config::parse("protection:\n  replicas: 3\n", "t").protection.replicas == 3);
+}
+
+TEST_CASE("protection.every: an integer >= 1 that checkpoints and replication faults agree with") {
+    CHECK(config::parse("protection:\n  every: 8\n", "t").protection.every == 8);
+    check_error("protection:\n  every: 0\n", 2, "protection.every", "must be >= 1, got 0");
+    check_error("protection:\n  every: -3\n", 2, "protection.every", "must be >= 1, got -3");
+    check_error("protection:\n  every: 2.5\n", 2, "protection.every", "must be an integer, got '2.5'");
+    check_error("protection:\n  every: auto\n", 2, "protection.every", "must be an integer, got 'auto'");
+    check_error("protection:\n  every: [4]\n", 2, "protection.every", "got a list");
+    check_error("protection:\n  evry: 4\n", 2, "protection.evry", "did you mean 'protection.every'?");
+    // HDF5 checkpoints are written from snapshot versions: only multiples of every exist.
+    const std::string ckpt = "checkpoint:\n  dir: /tmp/ck\n  every_steps: 10\n";
+    check_error("protection:\n  every: 4\n" + ckpt, 5, "checkpoint.every_steps",
+                "must be a multiple of protection.every = 4 (a checkpoint is written from a snapshot version, "
+                "and only multiples of protection.every are snapshotted), got 10");
+    CHECK(config::parse("protection:\n  every: 5\n" + ckpt, "t").checkpoint.every_steps == 10);
+    CHECK_NOTHROW(config::parse("protection:\n  enabled: false\n  every: 4\n" + ckpt, "t"));  // no snapshots at all
+    // A replication-phase fault fires only while a snapshot is sent.
+    check_error("job:\n  dp: 2\n  nodes: 2\nprotection:\n  every: 4\nfaults:\n  - role=1:step=6:phase=replication\n", 7,
+                "faults[0]", "with protection.every = 4 only multiples of it are: got step 6");
+    CHECK_NOTHROW(config::parse(
+        "job:\n  dp: 2\n  nodes: 2\nprotection:\n  every: 4\nfaults:\n  - role=1:step=8:phase=replication\n"
+        "  - role=1:step=6:phase=forward\n",
+        "t"));
+    config::Protection every4;
+    every4.every = 4;
+    config::Job job;
+    job.dp = 2, job.nodes = 2;
+    CHECK_THROWS_WITH_AS(config::validate_fault(config::parse_fault("role=1:step=5:phase=replication", "cli"), job,
+                                                "--fault", every4),
+                         doctest::Contains("only multiples of it are: got step 5"), flashrec::ConfigError);
+    CHECK_NOTHROW(config::validate_fault(config::parse_fault("role=1:step=5:phase=replication", "cli"), job, "--fault"));
 }
 
 TEST_CASE("bad: detection and checkpoint ranges") {

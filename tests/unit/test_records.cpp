@@ -61,6 +61,8 @@ Recovery sample_recovery() {
     r.first_step_ms = 1.25;
     r.slots_made_ahead = 4;
     r.notice_to_loop_ms = 6.321;
+    r.protection_every = 8;
+    r.replay_ms = 12.5;
     return r;
 }
 
@@ -82,7 +84,10 @@ TEST_CASE("every record survives a round trip") {
     Recovery bare = sample_recovery();
     bare.notice_to_loop_ms.reset();
     bare.failed_roles.clear();
+    bare.replay_ms.reset();  // a warm relaunch: steps_replayed is -1
     round_trip(bare);
+    round_trip(ReplayDiverged{"dp1.tp0.pp0", "node1.dp0.tp0.pp0@dp1.tp0.pp0", 24, 16, "adam_m", "1a2b3c4d5e6f7a8b",
+                              "0011223344556677"});
     JobStats s;
     s.role = "dp0.tp0.pp0";
     s.steps = 60;
@@ -92,7 +97,25 @@ TEST_CASE("every record survives a round trip") {
     s.snapshots = 60;
     s.replication_GBps = 1.5;
     s.snapshot_d2h_GBps = 22.5;
+    s.protection_every = 4;
     round_trip(s);
+}
+
+TEST_CASE("fields added later read back with their defaults from older records") {
+    json j = sample_recovery().to_json();
+    j.erase("protection_every");
+    j.erase("replay_ms");
+    const Recovery old = Recovery::from_json(j);
+    CHECK(old.protection_every == 1);
+    CHECK_FALSE(old.replay_ms);
+    JobStats s;
+    j = s.to_json();
+    j.erase("protection_every");
+    CHECK(JobStats::from_json(j).protection_every == 1);
+    j = ReplayDiverged{"dp0.tp0.pp0", "k", 8, 0, "w", "a", "b"}.to_json();
+    CHECK(is_typed("replay_diverged"));
+    j.erase("buffer");
+    CHECK_THROWS_AS(validate(j), RecordError);
 }
 
 TEST_CASE("a step without a loss (or a NaN one) reads back as none") {

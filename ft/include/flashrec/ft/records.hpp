@@ -156,6 +156,10 @@ struct Recovery {
     // spares, StorePool blanks); any other new slot was created in their first snapshot.
     std::int64_t slots_made_ahead = 0;
     std::optional<double> notice_to_loop_ms;
+    // protection.every, and what replaying steps_replayed steps costs at the median step time
+    // (absent when steps_replayed is -1: a warm relaunch, where the launcher counts them).
+    std::int64_t protection_every = 1;
+    std::optional<double> replay_ms;
     nlohmann::json to_json() const;
     static Recovery from_json(const nlohmann::json& j);
     bool operator==(const Recovery&) const = default;
@@ -187,9 +191,27 @@ struct JobStats {
     double sender_touched_incl_send_per_byte = 0;  // and the transport's read of what is sent
     double holder_touched_per_byte = 0;
     double hashed_in_cache_per_byte = 0;
+    std::int64_t protection_every = 1;  // snapshots are of every this many versions
     nlohmann::json to_json() const;
     static JobStats from_json(const nlohmann::json& j);
     bool operator==(const JobStats&) const = default;
+};
+
+// A version replayed after a repair hashes differently from the same version committed before
+// the failure: the trainer's steps are not deterministic (data not drawn from data_seed(), or
+// state that changes across steps kept outside protect()). By the process that holds `store`.
+struct ReplayDiverged {
+    static constexpr char kEvent[] = "replay_diverged";
+    std::string role;      // this process's role
+    std::string store;     // the snapshot store compared: the own one or a ring copy ("<owner>@<holder>")
+    std::int64_t step = 0; // the version (the state before step `step`)
+    std::int64_t restored_version = 0;  // the version the replay started from
+    std::string buffer;    // the first buffer that differs
+    std::string before;    // its checksum before the failure (hex)
+    std::string replayed;  // and after the replay (hex)
+    nlohmann::json to_json() const;
+    static ReplayDiverged from_json(const nlohmann::json& j);
+    bool operator==(const ReplayDiverged&) const = default;
 };
 
 // Checks a record whose "event" names one of the records above (throws RecordError naming the

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace flashrec::ft {
@@ -139,6 +140,16 @@ struct SnapshotStatus {
     std::array<std::string, 2> slot_status;
 };
 
+// What a committed slot's header says, without reading its buffers (verified header checksum).
+// `slot` and `generation` tell a rewrite of the same version apart from the version as it was.
+struct CommittedHeader {
+    std::int64_t step = -1;
+    std::int64_t epoch = -1;
+    int slot = -1;
+    std::uint64_t generation = 0;
+    std::vector<std::pair<std::string, std::uint64_t>> checksums;  // per buffer, layout order
+};
+
 struct BufferView {
     std::string_view name;
     std::span<const std::byte> bytes;
@@ -255,6 +266,9 @@ public:
     // buffers: cheap enough for recovery planning. committed(step) still verifies every byte
     // before a version is used.
     std::vector<std::int64_t> committed_steps() const;
+    // The header of committed version `step` (nullopt: no slot holds it committed), as cheap as
+    // committed_steps(): the per-buffer checksums it records, not the bytes.
+    std::optional<CommittedHeader> committed_header(std::int64_t step) const;
 
 private:
     std::string job_;

@@ -37,6 +37,10 @@ struct Protection {
     // Nice value of the protection thread (0-19): above the step's threads, so that a snapshot
     // takes the cores the step leaves idle, not the step's own (docs/snapshots.md).
     int thread_nice = 19;
+    // Snapshot (and replicate) only the versions that are multiples of this (the state before
+    // step s is version s; 0 is always protected); a repair replays the steps since the version
+    // restored. 1: every step (docs/snapshots.md, "A snapshot interval").
+    std::int64_t every = 1;
 };
 
 struct Checkpoint {
@@ -120,8 +124,9 @@ Config parse(const std::string& yaml_text, const std::string& path_for_messages)
 // One --fault spec (the same grammar as the faults: list); `where` names its origin.
 Fault parse_fault(const std::string& spec, const std::string& where);
 // Checks a fault's role against the job's shape (dp/tp/pp, hot_spares); `parse` does this for
-// the faults: list, a caller of parse_fault does it once the job is known.
-void validate_fault(const Fault& fault, const Job& job, const std::string& where);
+// the faults: list, a caller of parse_fault does it once the job is known. With `protection`,
+// also that a replication-phase fault names a step that is snapshotted (protection.every).
+void validate_fault(const Fault& fault, const Job& job, const std::string& where, const Protection& protection = {});
 std::string to_string(Phase p);
 std::string to_string(Action a);
 

@@ -18,12 +18,14 @@
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/quarantine.hpp"
 #include "flashrec/ft/records.hpp"
+#include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/watchdog.hpp"
 #include "flashrec/runtime/checkpointing.hpp"
 #include "flashrec/runtime/recovery_plan.hpp"
 #include "flashrec/runtime/config.hpp"
 #include "flashrec/runtime/device_path.hpp"
 #include "flashrec/runtime/fault_injector.hpp"
+#include "flashrec/runtime/interval.hpp"
 #include "flashrec/runtime/membership.hpp"
 #include "flashrec/runtime/state_registry.hpp"
 #include "flashrec/runtime/topology.hpp"
@@ -60,6 +62,24 @@ struct Runtime::Impl {
     runtime::Membership membership;  // role, node map, epoch and this epoch's communicators
 
     std::unique_ptr<ft::Protection> protection;
+    // The version of the last snapshot started (protection.every: not every step's); its sync
+    // point waits for it.
+    std::int64_t snapshot_version = -1;
+    // Starts snapshot `version` of the live state when protection.every asks for it.
+    void snapshot_if_due(std::int64_t version);
+
+    // After a repair, the versions beyond the one restored that this process's stores held
+    // committed before it: when the replay commits the same version again its checksums must
+    // match (docs/snapshots.md, "Checking that replay is exact").
+    struct ReplayCheck {
+        std::string store;              // segment key: the own store or a ring copy
+        ft::CommittedHeader before;     // as committed before the failure
+    };
+    std::multimap<std::int64_t, ReplayCheck> replay_checks;  // by version
+    std::int64_t replay_from = -1;      // the version the replay started from
+    void note_versions_to_replay(std::int64_t restored);
+    // At the sync point of step `version`, once its snapshot is committed here.
+    void check_replayed(std::int64_t version);
     // What transfers of an aborted epoch may still read or write: retired Protection objects,
     // the snapshot readers and stores restores were sent from, replacements' staging buffers
     // and the restore transfers themselves. Freed after several clean steps.
