@@ -58,6 +58,7 @@ check("command: the tools exist", all(os.access(p, os.X_OK) for p in (frlib.FR_R
 
 # The event-log follower: a line still being written waits for its newline.
 import shutil  # noqa: E402
+import time  # noqa: E402
 import tempfile  # noqa: E402
 work = tempfile.mkdtemp(prefix="test_frlib.")
 log_path = os.path.join(work, "job.events.jsonl")
@@ -106,5 +107,20 @@ check("launch: a process left behind is found, reaped and fails the run", run.le
       str(run.failures))
 slow = frlib.launch(fake, "train.yaml", log_path, timeout=0.1)
 check("launch: fr-run's timeout: hung, no exit code", slow.hung and slow.exit_code is None and not slow.ok)
+
+# fr-run ends a tree whose process leaves an exited child unreaped (mpirun's trap: a stand-in that
+# forks a child that exits at once, then never waits for it).
+import json  # noqa: E402
+import subprocess  # noqa: E402
+result_path = os.path.join(work, "unreaped.json")
+start = time.monotonic()
+p = subprocess.run([frlib.FR_RUN, "--timeout", "30", "--unreaped-grace", "1", "--result", result_path, "--",
+                    sys.executable, "-c", "import os, time\nif os.fork() == 0: os._exit(3)\ntime.sleep(60)"],
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+with open(result_path) as f:
+    result = json.load(f)
+check("fr-run: a child left unreaped ends the tree after the grace, not at the timeout",
+      result["unreaped_child"] and not result["timed_out"] and time.monotonic() - start < 20, str(result))
+check("fr-run: and says so", "left its child" in p.stdout, p.stdout[-300:])
 shutil.rmtree(work, ignore_errors=True)
 sys.exit(1 if failures else 0)
