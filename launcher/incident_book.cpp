@@ -44,6 +44,14 @@ bool IncidentBook::repairing(int attempt) const {
            });
 }
 
+void IncidentBook::restart_ended(int id, const std::string& by, bool completed) {
+    for (auto& inc : incidents_)
+        if (inc.id == id) {
+            if (completed) inc.recovered_by = by;
+            else inc.tried = by + " failed";
+        }
+}
+
 int IncidentBook::requested_exit_code() const {
     int code = 0;
     for (const auto& [pid, c] : exit_requests_) code = std::max(code, c);
@@ -75,9 +83,12 @@ void IncidentBook::on(const ft::records::FaultInjected& fault) {
 
 void IncidentBook::on(const ft::records::EndingJob& ending) {
     // A rank ends the job on purpose and says with which exit code (the runtime's named codes:
-    // 75 relaunch, 76 state lost in memory, 77 no spare); anything else counts as 1.
+    // 75 relaunch, 76 state lost in memory, 77 no spare, 78 a deterministic error); anything else
+    // counts as 1. The highest wins (requested_exit_code): 78 says no restart can help.
     int code = ending.exit_code;
-    if (code != ft::kExitForRelaunch && code != ft::kExitStateLost && code != ft::kExitNoSpare) code = 1;
+    if (code != ft::kExitForRelaunch && code != ft::kExitStateLost && code != ft::kExitNoSpare &&
+        code != ft::kExitDeterministicError)
+        code = 1;
     if (ending.pid > 0) exit_requests_[ending.pid] = code;
 }
 

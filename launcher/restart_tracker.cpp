@@ -99,7 +99,8 @@ std::optional<RestartDone> RestartTracker::finalize(bool failed, int attempt, No
     if (failed || total < 0) return std::nullopt;
     RestartDone done{warm ? 2 : 3, total,
                      (warm ? "warm relaunch " : "HDF5 restart ") + std::to_string(r.number) + " in " + human_ms(total) +
-                         (restored >= 0 ? ", resumed at step " + std::to_string(restored) : std::string())};
+                         (restored >= 0 ? ", resumed at step " + std::to_string(restored) : std::string()),
+                     r.start.incident, r.start.recovered_by};
     say(fx, "RECOVERED (tier " + std::to_string(done.tier) + "): " + done.text + " [detect " + human_ms(detect_ms) +
                 ", teardown " + human_ms(teardown_ms) + ", launch " + human_ms(r.launch_ms) + ", restore " +
                 human_ms(r.restore_ms) + "]");
