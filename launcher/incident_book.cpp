@@ -5,16 +5,15 @@
 #include <algorithm>
 
 #include "failure_step.hpp"
+#include "timeouts.hpp"
 #include "flashrec/ft/contract.hpp"
 
 namespace flashrec::launcher {
 
 namespace {
 using std::chrono::milliseconds;
-constexpr auto kLostSettle = milliseconds(300);  // wait for a dying rank's last words
-// A rank whose control connection was cut while its process lives gets this long to reconnect
-// before the cut counts as a failure.
-constexpr auto kReconnectWait = milliseconds(5000);
+// A rank whose control connection was cut while its process lives gets kReconnectWait
+// (timeouts.hpp) to reconnect before the cut counts as a failure.
 
 std::string tier_text(const Rule& rule) { return rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""; }
 }  // namespace

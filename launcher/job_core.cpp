@@ -8,18 +8,13 @@
 
 #include "exit_codes.hpp"
 #include "processes.hpp"
+#include "timeouts.hpp"
 
 namespace flashrec::launcher {
 
-namespace {
-using std::chrono::milliseconds;
-constexpr int kMaxColdRestarts = 2;  // tier-3 restarts from HDF5 per launch
-constexpr auto kInterruptGrace = milliseconds(5000);
-// mpirun exited without every role_finished: the connections of its ranks that can still close
-// are waited for this long at most (a rank's EOF comes after everything it sent). Not a judgement
-// by time: whatever arrived is what counts; this only bounds a connection that never closes.
-constexpr auto kFinalRecordsLimit = milliseconds(10000);
-}  // namespace
+// kMaxColdRestarts, kInterruptGrace and kFinalRecordsLimit: timeouts.hpp. After mpirun exited
+// without every role_finished, kFinalRecordsLimit only bounds a connection that never closes (a
+// rank's EOF comes after everything it sent): whatever arrived is what counts, not the time.
 
 std::string_view to_string(JobPhase phase) {
     switch (phase) {
@@ -40,9 +35,7 @@ JobCore::JobCore(const Plan& plan, std::string local_host, std::optional<std::ve
       job_start_(now.steady),
       layout_(plan.layout),
       nodes_(plan.allocation ? NodeBook(plan.allocation->nodes) : NodeBook(), plan),
-      incidents_(2 * milliseconds(plan.cfg.detection.heartbeat_ms) +
-                     milliseconds(std::clamp(plan.cfg.detection.heartbeat_ms, 10, 100)),
-                 milliseconds(plan.cfg.detection.heartbeat_ms * 3 + 500)),
+      incidents_(timeouts_of(plan.cfg).stall_confirm, timeouts_of(plan.cfg).node_silent_window),
       restarts_(plan.cfg.recovery.warm_relaunches),
       progress_(plan.cfg),
       report_(plan.cfg.job.hot_spares) {}
@@ -93,6 +86,7 @@ void JobCore::handle(const ft::records::CheckpointPublished& c, Now, Effects& fx
 void JobCore::handle(const ft::records::EndingJob& ending, Now now, Effects& fx) {
     incidents_.on(ending);
     if (ending.exit_code != ft::kExitDeterministicError || old_pids_.count(ending.pid)) return;
+    if (forced_ && forced_->observation.value == ft::kExitDeterministicError) return;  // the first one names it
     // The trainer's own call failed (its record says which): no tier can help, and in-job
     // recovery would hand the role to a spare that fails the same way. The job ends now.
     std::string who = "pid " + std::to_string(ending.pid);

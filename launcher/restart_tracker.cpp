@@ -1,12 +1,10 @@
 #include "restart_tracker.hpp"
 
+#include "timeouts.hpp"
+
 #include <algorithm>
 
 namespace flashrec::launcher {
-
-namespace {
-constexpr auto kRecordWait = std::chrono::milliseconds(2000);  // the ranks' own tier-2 record after resuming
-}  // namespace
 
 int RestartTracker::begin(const RestartStart& start, Now now) {
     Current c;
@@ -49,7 +47,7 @@ bool RestartTracker::take_rank_record(const nlohmann::json& record) {
 
 std::optional<RestartDone> RestartTracker::on_tick(int attempt, Now now, Effects& fx) {
     if (!pending() || !current_->resumed_at) return std::nullopt;
-    if ((current_->rank_record && current_->first_step_at) || now.steady - *current_->resumed_at > kRecordWait)
+    if ((current_->rank_record && current_->first_step_at) || now.steady - *current_->resumed_at > kRelaunchRecordWait)
         return finalize(false, attempt, now, fx);
     return std::nullopt;
 }
