@@ -97,7 +97,9 @@ TimeoutTable timeout_table(const config::Config& cfg) {
              {{"hang timeout + check period (all its ranks within the silent window)", t.hang_timeout + t.check_period,
                "node_unreachable: the job is ended, the node drained (Slurm)"},
               {"job stall limit", t.stall_limit, "job_stalled: the MPI job is ended"}},
-             "teardown (" + span(kTeardownLimit) + " at most), then " + relaunch + " (a node's failure is never a loop)"),
+             "teardown (" + span(kTeardownLimit) + " at most), then a warm relaunch off the node (" +
+                 std::to_string(t.warm_relaunches) + "), then HDF5 (" + std::to_string(t.cold_restarts) +
+                 "), then exit 75; the restart-loop rule does not count a node's failure"),
         kind("stuck recovery phase",
              {{"recovery phase deadline", t.phase_deadline, "exit 75 (ending_job): the MPI job ends"},
               {"job stall limit", t.stall_limit, "job_stalled: the MPI job is ended"}},
