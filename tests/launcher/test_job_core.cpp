@@ -206,6 +206,14 @@ void die_at(Harness& h, std::int64_t to, int status) {
     h.tick();
 }
 
+// A rank asks for `code` (its ending_job record), then the job dies with it.
+void ends_with(Harness& h, int code, const std::string& role, const std::string& why) {
+    h.feed(records::EndingJob{code, h.of(role).pid, why});
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(code));
+    h.tick();
+}
+
 // The attempt that was started last runs to the end and finishes.
 void run_to_the_end(Harness& h, std::int64_t from) {
     h.register_all(from);
@@ -474,10 +482,7 @@ TEST_CASE("policy: state lost in-job (76) with every node alive is warm-relaunch
     h.start();
     h.register_all();
     h.steps(0, 20);
-    h.feed(records::EndingJob{flashrec::ft::kExitStateLost, h.of(kRoles[0]).pid, "state lost"});
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(exited(76));
-    h.tick();
+    ends_with(h, flashrec::ft::kExitStateLost, kRoles[0], "state lost");
     CHECK(h.failures("exit_code").back()["classification"] == "state_lost");
     CHECK(h.logged("warm_relaunch_before_hdf5").size() == 1);
     REQUIRE(h.asked<StartAttempt>().size() == 2);
@@ -490,10 +495,7 @@ TEST_CASE("policy: spares exhausted (77) -> HDF5 restart, or exit 77 without a c
     with.start();
     with.register_all();
     with.steps(0, 20);
-    with.feed(records::EndingJob{flashrec::ft::kExitNoSpare, with.of(kRoles[1]).pid, "no spare"});
-    with.ranks_exit(RankStatus::lost);
-    with.mpirun_exits(exited(77));
-    with.tick();
+    ends_with(with, flashrec::ft::kExitNoSpare, kRoles[1], "no spare");
     CHECK(with.failures("exit_code").back()["classification"] == "spares_exhausted");
     CHECK(with.core->attempt().kind == "cold_restart");
 
@@ -944,16 +946,10 @@ TEST_CASE("restarts: escalation is no loop: state lost (76) twice at one step go
     h.start();
     h.register_all();
     h.steps(0, 20);
-    h.feed(records::EndingJob{flashrec::ft::kExitStateLost, h.of(kRoles[0]).pid, "state lost"});
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(exited(76));
-    h.tick();
+    ends_with(h, flashrec::ft::kExitStateLost, kRoles[0], "state lost");
     REQUIRE(h.core->attempt().kind == "warm_relaunch");
     h.register_all(20);  // the relaunch found nothing either
-    h.feed(records::EndingJob{flashrec::ft::kExitStateLost, h.of(kRoles[0]).pid, "state lost"});
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(exited(76));
-    h.tick();
+    ends_with(h, flashrec::ft::kExitStateLost, kRoles[0], "state lost");
     CHECK(h.logged("restart_loop").empty());
     CHECK(h.core->attempt().kind == "cold_restart");
 }
