@@ -26,6 +26,7 @@ enum RuleId : std::size_t {
     r_exit_75,
     r_exit_76,
     r_exit_77,
+    r_exit_78,
     r_exit_other,
     r_sig_bus,
     r_sig_crash,
@@ -64,6 +65,9 @@ constexpr std::array<Rule, r_count> kRules = {{
      "some role's state survives nowhere in memory: restart from the newest HDF5 checkpoint"},
     {"exit code 77", "spares_exhausted", Action::hdf5_resume, 3,
      "no hot spare left and spawn failed or is off (slurm.when_spares_exhausted applies)"},
+    {"exit code 78", "deterministic_error", Action::stop, 0,
+     "a rank left by an error of the trainer's own call (UsageError, ConfigError): every relaunch "
+     "would fail the same way"},
     {"exit code (other)", "process_exit", Action::replace_in_place, 1,
      "a rank exited on its own (a trainer error): in-job recovery replaces it"},
     {"signal SIGBUS", "memory_fault", Action::replace_node, 2,
@@ -96,7 +100,7 @@ bool is_failure_class(int error_class) {
 
 // The table names its rows by number ("exit code 75"), as docs/launcher.md and the event log do.
 static_assert(ft::kExitBadConfig == 2 && ft::kExitForRelaunch == 75 && ft::kExitStateLost == 76 &&
-                  ft::kExitNoSpare == 77,
+                  ft::kExitNoSpare == 77 && ft::kExitDeterministicError == 78,
               "the rule table's labels must match ft/contract.hpp's exit codes");
 
 std::string_view to_string(Action action) {
@@ -144,6 +148,7 @@ const Rule& classify(const Observation& o) {
                 case ft::kExitForRelaunch: return kRules[r_exit_75];
                 case ft::kExitStateLost: return kRules[r_exit_76];
                 case ft::kExitNoSpare: return kRules[r_exit_77];
+                case ft::kExitDeterministicError: return kRules[r_exit_78];
                 default:
                     // A shell reports "killed by signal n" as exit code 128 + n.
                     if (o.value > 128 && o.value < 128 + 65)

@@ -5,16 +5,15 @@
 #include <algorithm>
 
 #include "failure_step.hpp"
+#include "timeouts.hpp"
 #include "flashrec/ft/contract.hpp"
 
 namespace flashrec::launcher {
 
 namespace {
 using std::chrono::milliseconds;
-constexpr auto kLostSettle = milliseconds(300);  // wait for a dying rank's last words
-// A rank whose control connection was cut while its process lives gets this long to reconnect
-// before the cut counts as a failure.
-constexpr auto kReconnectWait = milliseconds(5000);
+// A rank whose control connection was cut while its process lives gets kReconnectWait
+// (timeouts.hpp) to reconnect before the cut counts as a failure.
 
 std::string tier_text(const Rule& rule) { return rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""; }
 }  // namespace
@@ -42,6 +41,14 @@ bool IncidentBook::repairing(int attempt) const {
     return !pending_lost_.empty() || std::any_of(incidents_.begin(), incidents_.end(), [&](const Incident& i) {
                return i.attempt == attempt && i.rule->tier == 1 && !i.recovered;
            });
+}
+
+void IncidentBook::restart_ended(int id, const std::string& by, bool completed) {
+    for (auto& inc : incidents_)
+        if (inc.id == id) {
+            if (completed) inc.recovered_by = by;
+            else inc.tried = by + " failed";
+        }
 }
 
 int IncidentBook::requested_exit_code() const {
@@ -75,9 +82,12 @@ void IncidentBook::on(const ft::records::FaultInjected& fault) {
 
 void IncidentBook::on(const ft::records::EndingJob& ending) {
     // A rank ends the job on purpose and says with which exit code (the runtime's named codes:
-    // 75 relaunch, 76 state lost in memory, 77 no spare); anything else counts as 1.
+    // 75 relaunch, 76 state lost in memory, 77 no spare, 78 a deterministic error); anything else
+    // counts as 1. The highest wins (requested_exit_code): 78 says no restart can help.
     int code = ending.exit_code;
-    if (code != ft::kExitForRelaunch && code != ft::kExitStateLost && code != ft::kExitNoSpare) code = 1;
+    if (code != ft::kExitForRelaunch && code != ft::kExitStateLost && code != ft::kExitNoSpare &&
+        code != ft::kExitDeterministicError)
+        code = 1;
     if (ending.pid > 0) exit_requests_[ending.pid] = code;
 }
 

@@ -43,6 +43,8 @@ public:
     // Stalls whose confirmation time is up; lost ranks whose last words had time to arrive.
     void on_tick(const JobView& job, NodeWatch& nodes, std::int64_t steps_done, Now now, Effects& fx);
 
+    // A restart for incident `id` completed (`by` is what recovered it), or failed (`by`: what was tried).
+    void restart_ended(int id, const std::string& by, bool completed);
     // Records an incident (its id, time and rule are filled in) and logs its failure record.
     Incident& add(Incident incident, Now now, Effects& fx);
     // A new attempt: what belonged to the last one is forgotten.
@@ -56,7 +58,7 @@ public:
         if (!first_failure_) first_failure_ = at;
     }
     void progressed() { first_failure_.reset(); }
-    // The highest 75/76/77 a rank's ending_job record asked for this attempt, 0 if none.
+    // The highest 75/76/77/78 a rank's ending_job record asked for this attempt, 0 if none.
     int requested_exit_code() const;
     bool killed_by_us(int pid) const { return killed_pids_.count(pid) > 0; }
     const std::vector<Incident>& all() const { return incidents_; }
@@ -93,7 +95,7 @@ private:
     std::map<int, int> mpi_errors_;                           // error class -> count
     std::map<int, ft::records::FaultInjected> faults_fired_;  // by pid
     std::set<std::string> fired_texts_;
-    std::map<int, int> exit_requests_;  // pid -> 75/76/77 from its ending_job record (this attempt)
+    std::map<int, int> exit_requests_;  // pid -> 75/76/77/78 from its ending_job record (this attempt)
     std::set<int> released_pids_;       // hot spares released at the end of the job
     std::set<int> killed_pids_;         // hung ranks this launcher killed
     std::vector<PendingLost> pending_lost_;

@@ -38,7 +38,8 @@ struct Incident {
     KillOutcome kill = KillOutcome::killed;  // for a hang: what became of the SIGKILL
     IncidentClock::time_point at{};          // when the launcher recorded it
     bool recovered = false;
-    std::string recovered_by;  // "in-job tier 1 (hot)", "warm relaunch 1", ...
+    std::string recovered_by;  // "in-job tier 1 (hot)", "warm relaunch 1", ...: only once it completed
+    std::string tried;         // a restart for it that failed: "warm relaunch 1 failed" (summary only)
     double recovery_ms = -1;
 };
 

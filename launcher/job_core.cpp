@@ -8,18 +8,13 @@
 
 #include "exit_codes.hpp"
 #include "processes.hpp"
+#include "timeouts.hpp"
 
 namespace flashrec::launcher {
 
-namespace {
-using std::chrono::milliseconds;
-constexpr int kMaxColdRestarts = 2;  // tier-3 restarts from HDF5 per launch
-constexpr auto kInterruptGrace = milliseconds(5000);
-// mpirun exited without every role_finished: the connections of its ranks that can still close
-// are waited for this long at most (a rank's EOF comes after everything it sent). Not a judgement
-// by time: whatever arrived is what counts; this only bounds a connection that never closes.
-constexpr auto kFinalRecordsLimit = milliseconds(10000);
-}  // namespace
+// kMaxColdRestarts, kInterruptGrace and kFinalRecordsLimit: timeouts.hpp. After mpirun exited
+// without every role_finished, kFinalRecordsLimit only bounds a connection that never closes (a
+// rank's EOF comes after everything it sent): whatever arrived is what counts, not the time.
 
 std::string_view to_string(JobPhase phase) {
     switch (phase) {
@@ -40,9 +35,7 @@ JobCore::JobCore(const Plan& plan, std::string local_host, std::optional<std::ve
       job_start_(now.steady),
       layout_(plan.layout),
       nodes_(plan.allocation ? NodeBook(plan.allocation->nodes) : NodeBook(), plan),
-      incidents_(2 * milliseconds(plan.cfg.detection.heartbeat_ms) +
-                     milliseconds(std::clamp(plan.cfg.detection.heartbeat_ms, 10, 100)),
-                 milliseconds(plan.cfg.detection.heartbeat_ms * 3 + 500)),
+      incidents_(timeouts_of(plan.cfg).stall_confirm, timeouts_of(plan.cfg).node_silent_window),
       restarts_(plan.cfg.recovery.warm_relaunches),
       progress_(plan.cfg),
       report_(plan.cfg.job.hot_spares) {}
@@ -83,13 +76,25 @@ std::chrono::milliseconds JobCore::tick_interval() const { return milliseconds(r
 
 void JobCore::handle(const ft::records::Step& step, Now now, Effects&) {
     progress_.on(step, now);
+    loops_.on_step(step.step);
     incidents_.progressed();
     restarts_.on_step(now);
 }
 
 void JobCore::handle(const ft::records::FaultInjected& fault, Now, Effects&) { incidents_.on(fault); }
 void JobCore::handle(const ft::records::CheckpointPublished& c, Now, Effects& fx) { report_.on(c, fx); }
-void JobCore::handle(const ft::records::EndingJob& ending, Now, Effects&) { incidents_.on(ending); }
+void JobCore::handle(const ft::records::EndingJob& ending, Now now, Effects& fx) {
+    incidents_.on(ending);
+    if (ending.exit_code != ft::kExitDeterministicError || old_pids_.count(ending.pid)) return;
+    if (forced_ && forced_->observation.value == ft::kExitDeterministicError) return;  // the first one names it
+    // The trainer's own call failed (its record says which): no tier can help, and in-job
+    // recovery would hand the role to a spare that fails the same way. The job ends now.
+    std::string who = "pid " + std::to_string(ending.pid);
+    for (const auto& r : ranks_)
+        if (r.pid == ending.pid) who = r.role + " (" + who + ")";
+    say(fx, who + " left by a deterministic error: " + ending.why);
+    force_death({{Observed::exit_code, ft::kExitDeterministicError}, who + ": " + ending.why, now.steady}, fx);
+}
 void JobCore::handle(const ft::records::MpiErrorSeen& error, Now, Effects&) { incidents_.on(error); }
 void JobCore::handle(const ft::records::SpareReleased& released, Now, Effects&) { incidents_.on(released); }
 
@@ -191,7 +196,7 @@ void JobCore::observe_attempt(Now now, Effects& fx) {
     const JobProgress::Change change = progress_.observe(current, view(), now, fx);
     if (change.all_registered) restarts_.registered(ms_between(attempt_.start, now.steady), now);
     if (change.in_loop) restarts_.back_in_loop(ms_between(progress_.registered_at(), now.steady), now);
-    if (auto done = restarts_.on_tick(attempt_.index, now, fx)) report_.restart_done(done->tier, done->total_ms, done->text);
+    if (auto done = restarts_.on_tick(attempt_.index, now, fx)) restart_done(*done);
     if (change.stalled) force_death(*change.stalled, fx);
     if (change.mpirun_lingers && phase_ == JobPhase::running) {
         phase_ = JobPhase::ending;
@@ -324,35 +329,60 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, con
         log(fx, "warm_relaunch_before_hdf5",
             {{"attempt", attempt_.index},
              {"why", "state lost in-job, but no node was lost: the dead processes' node-local segments may hold it"}});
+    // A node's failure is not the same failure twice: the relaunch moves off that node.
+    const bool guarded = rule.action != Action::replace_node;
+    const FailureSignature failure{std::string(rule.classification), inc.step};
     for (const RestartStep& step : decision.steps) {
         if (step.kind == Restart::warm_relaunch) {
             if (step.refused) {
                 log(fx, "warm_relaunch_refused", {{"reason", reason}, {"why", *step.refused}, {"used", restarts_.warm_used()}});
                 continue;
             }
-            start_warm_relaunch(reason, now, fx);
-            const std::string number = std::to_string(restarts_.warm_used());
-            recorded.recovered_by = decision.warm_before_hdf5 ? "warm relaunch " + number + " (node-local segments of dead processes)"
-                                    : attempt_.launch.checkpoint_and_exit ? "checkpoint for requeue (slurm.when_spares_exhausted)"
-                                                                          : "warm relaunch " + number;
+            if (guarded && loops(failure, Restart::warm_relaunch, recorded, fx)) return;
+            start_warm_relaunch(reason, decision.warm_before_hdf5, now, fx);
+            loops_.restarted(failure, Restart::warm_relaunch, recorded.id);
             return;
         }
         if (step.refused) {
             log(fx, "cold_restart_refused", {{"reason", reason}, {"why", *step.refused}});
             continue;
         }
+        if (guarded && loops(failure, Restart::cold_restart, recorded, fx)) return;
         if (try_cold_restart(reason, teardown, now, fx)) {
-            recorded.recovered_by = "HDF5 restart " + std::to_string(restarts_.cold_used());
+            loops_.restarted(failure, Restart::cold_restart, recorded.id);
             return;
         }
     }
-    finish(decision.outcome, decision.exit_code, decision.message, fx);
+    std::string message = decision.message;
+    if (decision.exit_code == kExitDeterministic) message += ": " + detail;
+    finish(decision.outcome, decision.exit_code, message, fx);
+}
+
+bool JobCore::loops(const FailureSignature& failure, Restart kind, const Incident& incident, Effects& fx) {
+    const auto earlier = loops_.repeats(failure, kind);
+    if (!earlier) return false;
+    const std::string restart = kind == Restart::warm_relaunch ? "warm_relaunch" : "cold_restart";
+    const std::string why = "the same failure (" + failure.classification + " at step " + std::to_string(failure.step) +
+                            ") as incident #" + std::to_string(*earlier) + ", after a " +
+                            (kind == Restart::warm_relaunch ? "warm relaunch" : "HDF5 restart") +
+                            " and with no new step since (newest step " + std::to_string(loops_.newest_step()) +
+                            "): another one would repeat it";
+    log(fx, "restart_loop", {{"incident", incident.id},
+                             {"same_as", *earlier},
+                             {"classification", failure.classification},
+                             {"step", failure.step},
+                             {"newest_step", loops_.newest_step()},
+                             {"restart", restart},
+                             {"why", why}});
+    finish("restart_loop", kExitRestartLoop, "restart loop: " + why + " (" + incident.detail + ")", fx);
+    return true;
 }
 
 RestartStart JobCore::restart_start(Restart kind, const nlohmann::json& reason, Now now) const {
     RestartStart s;
     s.kind = kind;
     s.reason = reason;
+    s.incident = reason.value("incident", 0);
     s.first_evidence = judged_.first_evidence;
     s.detect_end = judged_.detect_end;
     s.teardown_end = now.steady;
@@ -369,14 +399,19 @@ LaunchKind JobCore::unfired_faults() const {
     return kind;
 }
 
-void JobCore::start_warm_relaunch(const nlohmann::json& reason, Now now, Effects& fx) {
+void JobCore::start_warm_relaunch(const nlohmann::json& reason, bool from_dead_segments, Now now, Effects& fx) {
     const bool progressed = progress_.last_step() >= 0 || progress_.progressed();
-    restarts_.begin(restart_start(Restart::warm_relaunch, reason, now), now);
     LaunchKind kind = unfired_faults();
     // Nothing was ever committed: there is nothing to restore, start as the job first did.
     kind.relaunch = progressed;
     kind.resume = !progressed && attempt_.launch.resume;
     layout_ = nodes_.move_off_bad_nodes(layout_, kind, reason, fx);
+    RestartStart start = restart_start(Restart::warm_relaunch, reason, now);
+    const std::string number = std::to_string(restarts_.warm_used() + 1);
+    start.recovered_by = kind.checkpoint_and_exit ? "checkpoint for requeue (slurm.when_spares_exhausted)"
+                         : from_dead_segments    ? "warm relaunch " + number + " (node-local segments of dead processes)"
+                                                 : "warm relaunch " + number;
+    restarts_.begin(start, now);
     report_.restart_started(Restart::warm_relaunch);
     start_attempt(kind.checkpoint_and_exit ? "checkpoint_for_requeue" : "warm_relaunch", kind, fx);
 }
@@ -390,6 +425,7 @@ bool JobCore::try_cold_restart(const nlohmann::json& reason, const TeardownDone&
     }
     RestartStart start = restart_start(Restart::cold_restart, reason, now);
     start.checkpoint_step = teardown.checkpoint_step;
+    start.recovered_by = "HDF5 restart " + std::to_string(restarts_.cold_used() + 1);
     const int number = restarts_.begin(start, now);
     LaunchKind kind = unfired_faults();
     kind.resume = true;
@@ -404,6 +440,9 @@ bool JobCore::try_cold_restart(const nlohmann::json& reason, const TeardownDone&
 
 // The checkpoint-only relaunch ended: requeue if its checkpoint is there.
 void JobCore::end_checkpoint_for_requeue(const TeardownDone& teardown, Effects& fx) {
+    // The checkpoint-only relaunch did what it was for when its checkpoint is there.
+    if (const RestartStart* r = restarts_.under_way())
+        incidents_.restart_ended(r->incident, r->recovered_by, teardown.checkpoint_step.has_value());
     restarts_.forget();
     if (!teardown.checkpoint_step)
         return finish("spares_exhausted", kExitNoSpares,
@@ -418,8 +457,16 @@ void JobCore::end_checkpoint_for_requeue(const TeardownDone& teardown, Effects& 
 }
 
 void JobCore::finalize_restart(bool failed, Now now, Effects& fx) {
-    if (auto done = restarts_.finalize(failed, attempt_.index, now, fx))
-        report_.restart_done(done->tier, done->total_ms, done->text);
+    const RestartStart* under_way = restarts_.under_way();
+    const auto tried = under_way ? std::optional(std::pair(under_way->incident, under_way->recovered_by)) : std::nullopt;
+    if (auto done = restarts_.finalize(failed, attempt_.index, now, fx)) return restart_done(*done);
+    // It failed (or never got its roles back in the loop): the incident was not recovered by it.
+    if (tried) incidents_.restart_ended(tried->first, tried->second, false);
+}
+
+void JobCore::restart_done(const RestartDone& done) {
+    report_.restart_done(done.tier, done.total_ms, done.text);
+    incidents_.restart_ended(done.incident, done.recovered_by, true);
 }
 
 void JobCore::finish(std::string outcome, int exit_code, std::string message, Effects& fx) {

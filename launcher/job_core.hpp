@@ -18,6 +18,7 @@
 #include "job_view.hpp"
 #include "launch_plan.hpp"
 #include "node_watch.hpp"
+#include "restart_loop.hpp"
 #include "restart_tracker.hpp"
 
 namespace flashrec::launcher {
@@ -76,11 +77,15 @@ private:
     void judge(bool finished, Now now, Effects& fx);
     void after_death(const Observation& observation, const std::string& detail, const TeardownDone& teardown, Now now,
                      Effects& fx);
-    void start_warm_relaunch(const nlohmann::json& reason, Now now, Effects& fx);
+    // `from_dead_segments`: 76 in-job with every node alive (what the incident says once recovered).
+    void start_warm_relaunch(const nlohmann::json& reason, bool from_dead_segments, Now now, Effects& fx);
     bool try_cold_restart(const nlohmann::json& reason, const TeardownDone& teardown, Now now, Effects& fx);
     void end_checkpoint_for_requeue(const TeardownDone& teardown, Effects& fx);
     void start_attempt(const std::string& kind, LaunchKind launch, Effects& fx);
     void finalize_restart(bool failed, Now now, Effects& fx);
+    void restart_done(const RestartDone& done);
+    // The restart about to start for `incident` would repeat one that did not help: ends the job.
+    bool loops(const FailureSignature& failure, Restart kind, const Incident& incident, Effects& fx);
     void finish(std::string outcome, int exit_code, std::string message, Effects& fx);
     RestartStart restart_start(Restart kind, const nlohmann::json& reason, Now now) const;
     LaunchKind unfired_faults() const;
@@ -95,6 +100,7 @@ private:
     NodeWatch nodes_;
     IncidentBook incidents_;
     RestartTracker restarts_;
+    RestartLoopGuard loops_;
     JobProgress progress_;
     JobReport report_;
     std::vector<RankInfo> ranks_;  // the controller's view at the last tick

@@ -1,5 +1,7 @@
 #include "job_progress.hpp"
 
+#include "timeouts.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -8,9 +10,9 @@ namespace flashrec::launcher {
 namespace {
 using std::chrono::milliseconds;
 constexpr auto kProgressEvery = std::chrono::seconds(1);
-// Once every rank of an attempt said BYE or was lost, mpirun has this long to exit by itself;
-// then the launcher ends it (PRRTE was seen waiting 125 s and more on ranks that were gone).
-constexpr auto kMpirunEndGrace = milliseconds(10000);
+// Once every rank of an attempt said BYE or was lost, mpirun has kMpirunEndGrace (timeouts.hpp)
+// to exit by itself; then the launcher ends it (PRRTE was seen waiting 125 s and more on ranks
+// that were gone).
 
 bool in_step_loop(ft::wire::Phase p) {
     using ft::wire::Phase;
@@ -104,9 +106,7 @@ JobProgress::Change JobProgress::observe(const std::map<std::string, const RankI
             }
         }
     check_ranks_gone(job, now, change, fx);
-    const auto& rc = cfg_.recovery;
-    const auto stall_limit = milliseconds(std::max<std::int64_t>(2LL * cfg_.detection.hang_timeout_ms,
-                                                                 (rc.max_epochs * 6LL + 1) * rc.phase_deadline_ms));
+    const auto stall_limit = timeouts_of(cfg_).stall_limit;
     if (in_loop_ && job.phase == JobPhase::running && now.steady - last_progress_time_ > stall_limit) {
         const std::string detail = "no role's step tag moved for " +
                                    human_ms(ms_between(last_progress_time_, now.steady)) + " (limit " +

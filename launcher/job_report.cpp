@@ -143,6 +143,8 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
                     (i.kill == KillOutcome::killed ? "" : " (not killed: " + std::string(to_string(i.kill)) + ")");
         if (!i.recovered_by.empty())
             line += "; recovered by " + i.recovered_by + (i.recovery_ms >= 0 ? " in " + human_ms(i.recovery_ms) : "");
+        else if (!i.tried.empty())
+            line += "; " + i.tried;
         say(fx, line);
     }
     say(fx, "replacements    " + std::to_string(t.in_job) + " in-job (" + std::to_string(t.hot) + " hot spare, " +

@@ -30,6 +30,7 @@
 #include "flashrec/runtime/topology.hpp"
 #include "attempt.hpp"
 #include "processes.hpp"
+#include "timeouts.hpp"
 
 #ifndef FLASHREC_DEFAULT_MPIRUN
 #define FLASHREC_DEFAULT_MPIRUN "fr-mpirun"
@@ -510,6 +511,7 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
                                        : cfg.checkpoint.dir + ", every " + std::to_string(cfg.checkpoint.every_steps) +
                                              " steps")
         << "\n";
+    out << "\n" << format_timeout_table(timeout_table(cfg));
     if (!plan.faults.empty() || !cfg.faults.empty()) {
         out << "faults        ";
         for (const auto& f : cfg.faults) out << " " << f.text;

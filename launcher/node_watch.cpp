@@ -1,14 +1,11 @@
 #include "node_watch.hpp"
 
+#include "timeouts.hpp"
+
 #include <algorithm>
 #include <set>
 
 namespace flashrec::launcher {
-
-namespace {
-// PRRTE's daemon may die on the spare node after a spawn there (docs/slurm.md, "Traps").
-constexpr auto kSpawnDaemonGrace = std::chrono::milliseconds(10000);
-}  // namespace
 
 bool NodeWatch::on(const DaemonLost& lost, const JobView& job, bool repairing, std::int64_t steps_done, Now now,
                    Effects& fx) {

@@ -23,7 +23,7 @@ Death observe_death(const DeathEvidence& e) {
         d.detail += "; ranks asked for it (exit code " + std::to_string(e.requested_exit_code) + ")";
     } else if (const int code = WIFEXITED(e.mpirun_status) ? WEXITSTATUS(e.mpirun_status) : -1;
                code == ft::kExitBadConfig || code == ft::kExitForRelaunch || code == ft::kExitStateLost ||
-               code == ft::kExitNoSpare) {
+               code == ft::kExitNoSpare || code == ft::kExitDeterministicError) {
         d.observation = {Observed::exit_code, code};
     }
     return d;
@@ -59,6 +59,11 @@ Decision decide(const Observation& obs, const Budgets& b, const AttemptFacts& at
             d.outcome = "failed";
             d.exit_code = obs.what == Observed::exit_code && obs.value == ft::kExitBadConfig ? kExitUsage : kExitFailed;
             d.message = std::string(d.rule->meaning);
+            if (obs.what == Observed::exit_code && obs.value == ft::kExitDeterministicError) {
+                d.outcome = "deterministic_error";
+                d.exit_code = kExitDeterministic;
+                d.message = "a deterministic error ended the job (not relaunched: every relaunch would fail the same way)";
+            }
             return d;
         case Action::hdf5_resume:
             // State lost in memory *in-job* (76) while every node lives: the dead processes' own

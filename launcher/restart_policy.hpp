@@ -16,7 +16,7 @@ struct DeathEvidence {
     std::optional<Observation> forced;  // a job-level decision taken before mpirun exited
     std::string forced_detail;
     std::vector<std::string> lost_nodes;  // nodes PRRTE lost its daemon on, in this attempt
-    int requested_exit_code = 0;          // the highest 75/76/77 the ranks' ending_job records asked for
+    int requested_exit_code = 0;          // the highest 75/76/77/78 the ranks' ending_job records asked for
     int mpirun_status = 0;                // mpirun's wait status
 };
 
@@ -26,7 +26,7 @@ struct Death {
 };
 
 // In order: a forced decision; a lost node; the ranks' requested exit code; mpirun's own exit
-// code when it is one of the ranks' named codes (2, 75, 76, 77); else job_ended_early.
+// code when it is one of the ranks' named codes (2, 75, 76, 77, 78); else job_ended_early.
 Death observe_death(const DeathEvidence& evidence);
 
 struct Budgets {

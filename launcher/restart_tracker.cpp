@@ -1,12 +1,10 @@
 #include "restart_tracker.hpp"
 
+#include "timeouts.hpp"
+
 #include <algorithm>
 
 namespace flashrec::launcher {
-
-namespace {
-constexpr auto kRecordWait = std::chrono::milliseconds(2000);  // the ranks' own tier-2 record after resuming
-}  // namespace
 
 int RestartTracker::begin(const RestartStart& start, Now now) {
     Current c;
@@ -49,7 +47,7 @@ bool RestartTracker::take_rank_record(const nlohmann::json& record) {
 
 std::optional<RestartDone> RestartTracker::on_tick(int attempt, Now now, Effects& fx) {
     if (!pending() || !current_->resumed_at) return std::nullopt;
-    if ((current_->rank_record && current_->first_step_at) || now.steady - *current_->resumed_at > kRecordWait)
+    if ((current_->rank_record && current_->first_step_at) || now.steady - *current_->resumed_at > kRelaunchRecordWait)
         return finalize(false, attempt, now, fx);
     return std::nullopt;
 }
@@ -99,7 +97,8 @@ std::optional<RestartDone> RestartTracker::finalize(bool failed, int attempt, No
     if (failed || total < 0) return std::nullopt;
     RestartDone done{warm ? 2 : 3, total,
                      (warm ? "warm relaunch " : "HDF5 restart ") + std::to_string(r.number) + " in " + human_ms(total) +
-                         (restored >= 0 ? ", resumed at step " + std::to_string(restored) : std::string())};
+                         (restored >= 0 ? ", resumed at step " + std::to_string(restored) : std::string()),
+                     r.start.incident, r.start.recovered_by};
     say(fx, "RECOVERED (tier " + std::to_string(done.tier) + "): " + done.text + " [detect " + human_ms(detect_ms) +
                 ", teardown " + human_ms(teardown_ms) + ", launch " + human_ms(r.launch_ms) + ", restore " +
                 human_ms(r.restore_ms) + "]");

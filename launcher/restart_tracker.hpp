@@ -26,6 +26,8 @@ struct RestartStart {
     SteadyTime teardown_end{};
     std::int64_t steps_done_before = 0;  // steps completed before the job died
     std::optional<std::int64_t> checkpoint_step;  // an HDF5 restart's
+    int incident = 0;              // the job's death it answers
+    std::string recovered_by;      // what that incident says once this restart completed
 };
 
 // A restart that completed: for the report and the metrics.
@@ -33,6 +35,8 @@ struct RestartDone {
     int tier = 2;
     double total_ms = 0;
     std::string text;  // "warm relaunch 1 in 1.23 s, resumed at step 40"
+    int incident = 0;           // RestartStart's: only a restart that completed recovered it
+    std::string recovered_by;
 };
 
 class RestartTracker {
@@ -63,6 +67,8 @@ public:
     // first evidence to the roles back in the loop, or to now if that was never seen).
     std::optional<RestartDone> finalize(bool failed, int attempt, Now now, Effects& fx);
     void forget() { current_.reset(); }
+    // The restart under way (its record not written yet), if any.
+    const RestartStart* under_way() const { return pending() ? &current_->start : nullptr; }
 
     // What each record written so far costs (for the summary).
     const std::vector<RestartCost>& costs() const { return costs_; }

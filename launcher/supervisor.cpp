@@ -23,6 +23,7 @@
 #include "inbox.hpp"
 #include "job_core.hpp"
 #include "job_start.hpp"
+#include "timeouts.hpp"
 #include "metrics.hpp"
 #include "noise_filter.hpp"
 #include "processes.hpp"
@@ -37,8 +38,6 @@ namespace {
 using json = nlohmann::json;
 using std::chrono::milliseconds;
 
-constexpr auto kDrainLimit = milliseconds(1000);  // output still in the pipes after mpirun exits
-constexpr auto kTeardownLimit = milliseconds(10000);
 constexpr const char* kLaunchIdVar = ft::env::kLaunchId;
 
 Now now() { return {SteadyClock::now(), WallClock::now()}; }
@@ -155,7 +154,7 @@ ControllerOptions Supervisor::controller_options() {
     co.port = static_cast<std::uint16_t>(d.port);
     co.token = token_;
     co.hang_timeout = milliseconds(d.hang_timeout_ms);
-    co.check_period = milliseconds(std::clamp(d.heartbeat_ms, 10, 100));
+    co.check_period = timeouts_of(plan_.cfg).check_period;
     co.event_log = log_;
     co.on_hung = [this](const RankIncident& incident) {
         // A silent rank is killed at once, on the controller's thread. A stalled one (heartbeats

@@ -9,15 +9,15 @@ namespace flashrec::runtime {
 void StateRegistry::add(ProtectedBuffer buffer, bool loop_started) {
     const std::string& name = buffer.name;
     if (loop_started)
-        throw UsageError("protect", name,
-                         "was registered after the step loop started: register every buffer before "
-                         "rt.steps() begins (a buffer added later has no snapshot or replica, so a "
-                         "recovery could not restore it)");
+        refuse(UsageError("protect", name,
+                          "was registered after the step loop started: register every buffer before "
+                          "rt.steps() begins (a buffer added later has no snapshot or replica, so a "
+                          "recovery could not restore it)"));
     // A ZeRO shard is empty on the roles past the end of a buffer smaller than dp; every other
     // kind of buffer is the same size on every role, and an empty one is a mistake.
     if (buffer.bytes == 0 && buffer.kind != Redundancy::sharded)
-        throw UsageError("protect", name, "is empty (0 bytes): there is nothing to protect");
-    if (buffer.data == nullptr && buffer.bytes > 0) throw UsageError("protect", name, "is a null pointer");
+        refuse(UsageError("protect", name, "is empty (0 bytes): there is nothing to protect"));
+    if (buffer.data == nullptr && buffer.bytes > 0) refuse(UsageError("protect", name, "is a null pointer"));
     if (find(name)) throw Error("protect: buffer '" + name + "' is registered twice");
     if (name.empty() || name.size() > 63 || name.find_first_of("/ \t") != std::string::npos)
         throw Error("protect: buffer name '" + name + "' must be 1-63 characters without '/' or spaces");
@@ -28,6 +28,11 @@ void StateRegistry::add(ProtectedBuffer buffer, bool loop_started) {
                             " and buffer '" + b.name + "' on device " + std::to_string(b.device) +
                             ": a process's device buffers must all be on one device");
     buffers_.push_back(std::move(buffer));
+}
+
+void StateRegistry::refuse(const UsageError& error) const {
+    if (refused_) refused_(error);
+    throw error;
 }
 
 const ProtectedBuffer* StateRegistry::find(const std::string& name) const {

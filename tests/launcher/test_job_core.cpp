@@ -206,6 +206,14 @@ void die_at(Harness& h, std::int64_t to, int status) {
     h.tick();
 }
 
+// A rank asks for `code` (its ending_job record), then the job dies with it.
+void ends_with(Harness& h, int code, const std::string& role, const std::string& why) {
+    h.feed(records::EndingJob{code, h.of(role).pid, why});
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(code));
+    h.tick();
+}
+
 // The attempt that was started last runs to the end and finishes.
 void run_to_the_end(Harness& h, std::int64_t from) {
     h.register_all(from);
@@ -461,7 +469,9 @@ TEST_CASE("policy: at most 2 HDF5 restarts per launch") {
     Harness h(plan_of(0, "/ckpt"));
     h.checkpoint = 5;
     h.start();
-    for (int i = 0; i < 3; ++i) die_at(h, 10, signalled(SIGKILL));
+    // Each attempt gets further than the one before (progress): the HDF5 budget ends it, not
+    // the restart-loop rule (the same failure at the same step: the "restarts" cases below).
+    for (int i = 0; i < 3; ++i) die_at(h, 10 + i, signalled(SIGKILL));
     CHECK(h.logged("cold_restart").size() == 2);
     CHECK(h.logged("cold_restart_refused").back()["why"] == "at most 2 HDF5 restarts per launch");
     CHECK(h.core->outcome().exit_code == kExitNeedsRelaunch);
@@ -472,10 +482,7 @@ TEST_CASE("policy: state lost in-job (76) with every node alive is warm-relaunch
     h.start();
     h.register_all();
     h.steps(0, 20);
-    h.feed(records::EndingJob{flashrec::ft::kExitStateLost, h.of(kRoles[0]).pid, "state lost"});
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(exited(76));
-    h.tick();
+    ends_with(h, flashrec::ft::kExitStateLost, kRoles[0], "state lost");
     CHECK(h.failures("exit_code").back()["classification"] == "state_lost");
     CHECK(h.logged("warm_relaunch_before_hdf5").size() == 1);
     REQUIRE(h.asked<StartAttempt>().size() == 2);
@@ -488,10 +495,7 @@ TEST_CASE("policy: spares exhausted (77) -> HDF5 restart, or exit 77 without a c
     with.start();
     with.register_all();
     with.steps(0, 20);
-    with.feed(records::EndingJob{flashrec::ft::kExitNoSpare, with.of(kRoles[1]).pid, "no spare"});
-    with.ranks_exit(RankStatus::lost);
-    with.mpirun_exits(exited(77));
-    with.tick();
+    ends_with(with, flashrec::ft::kExitNoSpare, kRoles[1], "no spare");
     CHECK(with.failures("exit_code").back()["classification"] == "spares_exhausted");
     CHECK(with.core->attempt().kind == "cold_restart");
 
@@ -822,4 +826,165 @@ TEST_CASE("no spare node left, checkpoint-and-requeue: a relaunch only writes a 
     CHECK(h.core->outcome().exit_code == kExitRequeued);
     REQUIRE(h.asked<Finish>().size() == 1);
     CHECK(h.asked<Finish>()[0].requeue_from == 30);
+}
+
+// ------------------------------------------------------------------------------------------
+// restarts that cannot loop (issue 29 item 3)
+
+namespace {
+const std::string kLate =
+    "flashrec::UsageError: protect: buffer 'late' was registered after the step loop started";
+
+// The summary's lines for people.
+std::vector<std::string> summary_lines(Harness& h) {
+    std::vector<std::string> lines;
+    h.effects = h.core->summary(h.now());
+    for (const auto& e : h.effects)
+        if (const auto* s = std::get_if<Say>(&e)) lines.push_back(s->line);
+    return lines;
+}
+bool any_has(const std::vector<std::string>& lines, const std::string& text) {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(text) != std::string::npos; });
+}
+}  // namespace
+
+TEST_CASE("restarts: a deterministic error (ending_job 78) ends the job at once, never relaunched") {
+    Harness h(plan_of(2, "/ckpt"));
+    h.checkpoint = 1;  // even with a checkpoint to restart from
+    h.start();
+    h.register_all();
+    h.steps(0, 2);
+    h.feed(records::EndingJob{flashrec::ft::kExitDeterministicError, h.of(kRoles[1]).pid, kLate});
+    // mpirun is ended now: no in-job recovery hands the role to a spare that fails the same way.
+    REQUIRE_FALSE(h.asked<SignalJob>().empty());
+    CHECK(h.asked<SignalJob>().back().signo == SIGKILL);
+    CHECK(h.core->phase() == JobPhase::ending);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.asked<StartAttempt>().size() == 1);
+    CHECK(h.logged("warm_relaunch").empty());
+    CHECK(h.logged("cold_restart").empty());
+    CHECK(h.core->outcome().name == "deterministic_error");
+    CHECK(h.core->outcome().exit_code == kExitDeterministic);
+    CHECK(h.core->outcome().exit_code == 78);
+    CHECK(h.core->outcome().message.find("dp1.tp0.pp0") != std::string::npos);
+    CHECK(h.core->outcome().message.find(kLate) != std::string::npos);
+    const auto job = h.failures("exit_code");
+    REQUIRE_FALSE(job.empty());
+    CHECK(job.back()["classification"] == "deterministic_error");
+    CHECK(job.back()["action"] == "stop");
+    const auto lines = summary_lines(h);
+    CHECK(h.logged("job_end").at(0)["outcome"] == "deterministic_error");
+    CHECK(h.logged("job_end").at(0)["exit_code"] == 78);
+    CHECK_FALSE(any_has(lines, "recovered"));
+}
+
+TEST_CASE("restarts: the same failure at the same step after a warm relaunch ends the job (80), replayed steps are no progress") {
+    Harness h(plan_of(5));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));  // job_lost in step 20
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    // The relaunch restores step 17 and replays up to where the job was: nothing new.
+    h.register_all(17);
+    h.steps(17, 20);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.asked<StartAttempt>().size() == 2);  // budget left (5), but no second relaunch
+    const auto loop = h.logged("restart_loop");
+    REQUIRE(loop.size() == 1);
+    CHECK(loop[0]["same_as"] == 1);
+    CHECK(loop[0]["incident"] == 2);
+    CHECK(loop[0]["classification"] == "job_lost");
+    CHECK(loop[0]["step"] == 20);
+    CHECK(loop[0]["newest_step"] == 19);
+    CHECK(loop[0]["restart"] == "warm_relaunch");
+    CHECK(h.core->outcome().name == "restart_loop");
+    CHECK(h.core->outcome().exit_code == kExitRestartLoop);
+    CHECK(h.core->outcome().message.find("job_lost at step 20") != std::string::npos);
+}
+
+TEST_CASE("restarts: a relaunch that makes no new step resets nothing; one that does clears the failures seen") {
+    // No progress: the relaunch dies before any step; the next same death is the loop.
+    Harness none(plan_of(5));
+    none.start();
+    die_at(none, 20, signalled(SIGKILL));
+    none.register_all(20);  // back, but no step
+    none.ranks_exit(RankStatus::lost);
+    none.mpirun_exits(signalled(SIGKILL));
+    none.tick();
+    CHECK(none.core->outcome().exit_code == kExitRestartLoop);
+    CHECK(none.asked<StartAttempt>().size() == 2);
+
+    // Progress: step 20 completes after the relaunch; the same kind of death (in step 25) is new.
+    Harness some(plan_of(5));
+    some.start();
+    die_at(some, 20, signalled(SIGKILL));
+    some.register_all(20);
+    some.steps(20, 25);
+    some.ranks_exit(RankStatus::lost);
+    some.mpirun_exits(signalled(SIGKILL));
+    some.tick();
+    CHECK(some.logged("restart_loop").empty());
+    REQUIRE(some.asked<StartAttempt>().size() == 3);
+    // ... and that one repeated without progress is the loop, counted from there.
+    some.register_all(24);
+    some.steps(24, 25);
+    some.ranks_exit(RankStatus::lost);
+    some.mpirun_exits(signalled(SIGKILL));
+    some.tick();
+    REQUIRE(some.logged("restart_loop").size() == 1);
+    CHECK(some.logged("restart_loop")[0]["step"] == 25);
+    CHECK(some.logged("restart_loop")[0]["same_as"] == 2);
+    CHECK(some.core->outcome().exit_code == kExitRestartLoop);
+}
+
+TEST_CASE("restarts: escalation is no loop: state lost (76) twice at one step goes warm, then HDF5") {
+    Harness h(plan_of(2, "/ckpt"));
+    h.checkpoint = 10;
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    ends_with(h, flashrec::ft::kExitStateLost, kRoles[0], "state lost");
+    REQUIRE(h.core->attempt().kind == "warm_relaunch");
+    h.register_all(20);  // the relaunch found nothing either
+    ends_with(h, flashrec::ft::kExitStateLost, kRoles[0], "state lost");
+    CHECK(h.logged("restart_loop").empty());
+    CHECK(h.core->attempt().kind == "cold_restart");
+}
+
+TEST_CASE("restarts: no summary says recovered for a relaunch that failed") {
+    Harness h(plan_of(1));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    // The relaunch registers, then dies before every role was back in its loop.
+    h.ranks.clear();
+    for (const auto& role : kRoles) h.ranks.push_back(h.rank(role, 2000 + static_cast<int>(h.ranks.size()), 20, wire::Phase::idle));
+    h.tick();
+    h.feed(records::Step{20, 1.0});  // a new step (progress): not the restart loop ...
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(1));
+    h.tick();
+    CHECK(h.core->outcome().exit_code == kExitNeedsRelaunch);  // ... the budget (1) ends it
+    REQUIRE(h.logged("warm_relaunch").size() == 1);
+    CHECK(h.logged("warm_relaunch")[0]["outcome"] == "failed");
+    const auto lines = summary_lines(h);
+    const auto incidents = h.logged("job_end").at(0)["incidents"];
+    REQUIRE(incidents.size() == 2);
+    CHECK(incidents[0]["recovered_by"] == "");
+    CHECK(incidents[1]["recovered_by"] == "");
+    CHECK(any_has(lines, "warm relaunch 1 failed"));
+    CHECK_FALSE(any_has(lines, "recovered"));
+}
+
+TEST_CASE("restarts: a relaunch that completed is what recovered its incident, and only then") {
+    Harness h(plan_of());
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    run_to_the_end(h, 20);
+    CHECK(h.logged("warm_relaunch").at(0)["outcome"] == "resumed");
+    summary_lines(h);
+    CHECK(h.logged("job_end").at(0)["incidents"][0]["recovered_by"] == "warm relaunch 1");
 }

@@ -62,5 +62,10 @@ inline constexpr int kExitForRelaunch = 75;
 inline constexpr int kExitStateLost = 76;
 // No spare left for a dead role: slurm.when_spares_exhausted decides what happens next.
 inline constexpr int kExitNoSpare = 77;
+// EX_CONFIG: the process leaves by a deterministic error, a UsageError or ConfigError that the
+// trainer's own call raised (protect() inside the step loop, a missing trainer parameter). Every
+// relaunch would fail the same way, so the launcher ends the job at once with this code. Sent as
+// the ending_job record's exit_code (runtime/deterministic_end.hpp).
+inline constexpr int kExitDeterministicError = 78;
 
 }  // namespace flashrec::ft

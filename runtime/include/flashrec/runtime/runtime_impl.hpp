@@ -1,5 +1,7 @@
 // The Runtime's insides, shared by the files of the runtime module (never installed).
 #pragma once
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -14,6 +16,7 @@
 
 #include "flashrec/flashrec.hpp"
 #include "flashrec/ft/comm.hpp"
+#include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/quarantine.hpp"
@@ -23,6 +26,7 @@
 #include "flashrec/runtime/checkpointing.hpp"
 #include "flashrec/runtime/recovery_plan.hpp"
 #include "flashrec/runtime/config.hpp"
+#include "flashrec/runtime/deterministic_end.hpp"
 #include "flashrec/runtime/device_path.hpp"
 #include "flashrec/runtime/fault_injector.hpp"
 #include "flashrec/runtime/interval.hpp"
@@ -110,7 +114,8 @@ struct Runtime::Impl {
     void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
                         const ft::SnapshotTiming& totals, std::size_t snapshots);
 
-    runtime::StateRegistry state;  // the buffers registered with protect()
+    // the buffers registered with protect(); a refused one is noted as a deterministic error
+    runtime::StateRegistry state{[this](const Error& e) { deterministic_end.noted(e); }};
     runtime::FaultInjector faults;
 
     // GPU path (runtime::DevicePath; the functions below bind it to this process's buffers and
@@ -140,6 +145,11 @@ struct Runtime::Impl {
     bool abandoned = false;
     ft::StepProgress progress;   // read by the heartbeat thread
     std::unique_ptr<ft::HeartbeatClient> heartbeat;  // only under flashrec-launch
+    // Declared after heartbeat (destroyed before it): it can still send while an error unwinds.
+    runtime::DeterministicEnd deterministic_end{[this](const std::string& why) {
+        (void)emit_last(ft::records::EndingJob{ft::kExitDeterministicError, static_cast<std::int32_t>(::getpid()), why}
+                            .to_json());
+    }};
     std::vector<float> scratch;  // reduce_scatter receive area, reused across steps
     std::vector<float> tp_scratch;  // tp_allreduce: every TP peer's contribution (collectives.cpp)
 

@@ -2,9 +2,11 @@
 // order, and the rules a registration must pass. Owned by Runtime::Impl.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "flashrec/errors.hpp"
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/types.hpp"
 
@@ -26,6 +28,10 @@ namespace flashrec::runtime {
 
 class StateRegistry {
 public:
+    // `refused(error)` runs just before a UsageError is thrown at the trainer's call (the
+    // Runtime remembers it as a deterministic error: deterministic_end.hpp).
+    explicit StateRegistry(std::function<void(const Error&)> refused = {}) : refused_(std::move(refused)) {}
+
     // Registers `buffer`, or throws UsageError / Error naming it: registered after the step
     // loop started, empty, null, a name used twice or not 1-63 characters without '/' or
     // spaces, a device buffer on another CUDA device than the others.
@@ -39,6 +45,9 @@ public:
     std::vector<ft::ProtectedRegion> regions() const;
 
 private:
+    [[noreturn]] void refuse(const UsageError& error) const;
+
+    std::function<void(const Error&)> refused_;
     std::vector<ProtectedBuffer> buffers_;
 };
 
