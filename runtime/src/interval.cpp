@@ -18,7 +18,9 @@ std::optional<double> replay_cost_ms(std::int64_t steps, double median_step_ms) 
 
 std::optional<Divergence> first_divergence(const BufferChecksums& before, const BufferChecksums& replayed) {
     for (const auto& [name, checksum] : before) {
-        const auto it = std::find_if(replayed.begin(), replayed.end(), [&](const auto& b) { return b.first == name; });
+        // An init-capture: clang 14 cannot capture a structured binding itself.
+        const auto it = std::find_if(replayed.begin(), replayed.end(),
+                                     [&name = name](const auto& b) { return b.first == name; });
         const std::uint64_t now = it == replayed.end() ? 0 : it->second;
         if (it == replayed.end() || now != checksum) return Divergence{name, checksum, now};
     }
