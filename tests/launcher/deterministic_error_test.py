@@ -4,12 +4,13 @@ protect() inside its step loop (trainers/late_protect.cpp). The UsageError is de
 job must end at once: exit code 78, the rank's ending_job record (exit_code 78, naming the call),
 job_end with outcome deterministic_error, one launch only (no warm relaunch, no HDF5 restart), and
 nothing that says "recovered". Judged by the exit code and typed records, never by timing.
-Runs under tools/fr-run (CMakeLists.txt), which fails the test if a process is left behind."""
+The launcher runs through frlib.launch (under tools/fr-run: a process left behind fails the test)."""
 import argparse
-import json
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import frlib  # noqa: E402
 
 
 def main():
@@ -18,13 +19,10 @@ def main():
     ap.add_argument("--config", required=True)
     ap.add_argument("--events", required=True)
     a = ap.parse_args()
-    if os.path.exists(a.events):
-        os.remove(a.events)  # the launcher appends
-    run = subprocess.run([a.launcher, a.config, "--events", a.events], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, timeout=100)
-    out = run.stdout
+    run = frlib.launch(a.launcher, a.config, a.events, timeout=100)
+    out = run.output
     sys.stdout.write(out)
-    records = [json.loads(line) for line in open(a.events) if line.strip()]
+    records = run.records
     by = lambda event: [r for r in records if r.get("event") == event]
     problems = []
 
@@ -32,7 +30,8 @@ def main():
         if not ok:
             problems.append(what)
 
-    check(run.returncode == 78, f"exit code {run.returncode}, expected 78")
+    check(run.exit_code == 78, f"exit code {run.exit_code}, expected 78")
+    check(not run.hung and not run.left_behind, f"fr-run: {run.failures}")
     ending = [r for r in by("ending_job") if r.get("exit_code") == 78]
     check(len(ending) >= 1, "no ending_job record with exit_code 78 from a rank")
     check(all("protect: buffer 'late'" in r.get("why", "") for r in ending), "ending_job does not name the call")

@@ -123,8 +123,11 @@ class LaunchChaos:
             def watcher(state):
                 _, mpirun, step, _ = self._progress(state)
                 if mpirun and step >= at:
-                    _kill([mpirun], signal.SIGKILL)
-                    state.done, state.note = True, f"SIGKILL mpirun at step {step}"
+                    state.done = True
+                    state.late = mpirun not in self._pids(state)  # the log lagged: the job had ended
+                    if not state.late:
+                        _kill([mpirun], signal.SIGKILL)
+                    state.note = f"SIGKILL mpirun at step {step}"
         elif category == "flip-before-relaunch":
             def watcher(state):
                 _, mpirun, step, _ = self._progress(state)
@@ -139,6 +142,11 @@ class LaunchChaos:
                 # stopped while its job dies all at once, like a node losing power.
                 _kill([launcher], signal.SIGSTOP)
                 try:
+                    if mpirun not in self._pids(state):
+                        # The log's step records lag on a loaded machine: the job had ended
+                        # already. Run the trial again rather than judge a job nothing hit.
+                        state.late = True
+                        return
                     for _ in range(100):
                         rest = [p for p in self._pids(state) if p not in (launcher, state.proc.pid)]
                         if not rest:
@@ -192,7 +200,7 @@ class LaunchChaos:
         for attempt in range(3):
             run = self.launch(faults, watcher)
             state = run.running
-            if state.done:
+            if state.done and not getattr(state, "late", False):
                 break
             print(f"     (chaos {t}: the job ended before the trial could act; running it again)", flush=True)
         left = self.segments()
@@ -224,7 +232,7 @@ class LaunchChaos:
         if category == "flip-before-relaunch":
             rejected = [e.get("store") for e in ev if e["event"] == "snapshot_rejected"]
             state.note += f"; rejected {rejected}" if rejected else "; the flipped copy was not needed"
-        if not state.done:
+        if not state.done or getattr(state, "late", False):
             verdict = "wrong"
             state.note = "the trial never got to act (the job ended first)"
         name = f"chaos {t}: launcher {category} ({state.note}{'; ' + ' '.join(faults) if faults else ''})"

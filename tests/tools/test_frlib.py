@@ -108,19 +108,22 @@ check("launch: a process left behind is found, reaped and fails the run", run.le
 slow = frlib.launch(fake, "train.yaml", log_path, timeout=0.1)
 check("launch: fr-run's timeout: hung, no exit code", slow.hung and slow.exit_code is None and not slow.ok)
 
-# fr-run ends a tree whose process leaves an exited child unreaped (mpirun's trap: a stand-in that
-# forks a child that exits at once, then never waits for it).
+# fr-run ends a tree whose mpirun outlives its ranks (PRRTE's trap): a stand-in named prterun (a
+# FAKE mpirun, a script) starts a "rank" that exits after 1 s, leaves it unreaped and never exits.
 import json  # noqa: E402
 import subprocess  # noqa: E402
-result_path = os.path.join(work, "unreaped.json")
+fake_mpirun = os.path.join(work, "prterun")
+with open(fake_mpirun, "w") as f:
+    f.write(f"#!{sys.executable}\nimport os, time\nif os.fork() == 0:\n    time.sleep(1)\n    os._exit(3)\ntime.sleep(60)\n")
+os.chmod(fake_mpirun, 0o755)
+result_path = os.path.join(work, "lingered.json")
 start = time.monotonic()
-p = subprocess.run([frlib.FR_RUN, "--timeout", "30", "--unreaped-grace", "1", "--result", result_path, "--",
-                    sys.executable, "-c", "import os, time\nif os.fork() == 0: os._exit(3)\ntime.sleep(60)"],
+p = subprocess.run([frlib.FR_RUN, "--timeout", "30", "--mpirun-grace", "1", "--result", result_path, "--", fake_mpirun],
                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 with open(result_path) as f:
     result = json.load(f)
-check("fr-run: a child left unreaped ends the tree after the grace, not at the timeout",
-      result["unreaped_child"] and not result["timed_out"] and time.monotonic() - start < 20, str(result))
-check("fr-run: and says so", "left its child" in p.stdout, p.stdout[-300:])
+check("fr-run: an mpirun that outlives its ranks is ended after the grace, not at the timeout",
+      result["mpirun_lingered"] and not result["timed_out"] and time.monotonic() - start < 20, str(result))
+check("fr-run: and says so", "after its last rank exited" in p.stdout, p.stdout[-300:])
 shutil.rmtree(work, ignore_errors=True)
 sys.exit(1 if failures else 0)
