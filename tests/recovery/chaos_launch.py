@@ -102,6 +102,10 @@ class LaunchChaos:
                 return pid
         return None
 
+    def _ended(self, state):
+        """A role's loop has ended (job_stats, role_finished): too late to hit the job."""
+        return any(e["event"] in ("job_stats", "role_finished") for e in state.records())
+
     def _progress(self, state):
         ev = state.records()
         mpirun = next((e["pid"] for e in reversed(ev) if e["event"] == "launch"), None)
@@ -124,7 +128,7 @@ class LaunchChaos:
                 _, mpirun, step, _ = self._progress(state)
                 if mpirun and step >= at:
                     state.done = True
-                    state.late = mpirun not in self._pids(state)  # the log lagged: the job had ended
+                    state.late = mpirun not in self._pids(state) or self._ended(state)  # the log lagged
                     if not state.late:
                         _kill([mpirun], signal.SIGKILL)
                     state.note = f"SIGKILL mpirun at step {step}"
@@ -142,9 +146,9 @@ class LaunchChaos:
                 # stopped while its job dies all at once, like a node losing power.
                 _kill([launcher], signal.SIGSTOP)
                 try:
-                    if mpirun not in self._pids(state):
-                        # The log's step records lag on a loaded machine: the job had ended
-                        # already. Run the trial again rather than judge a job nothing hit.
+                    if mpirun not in self._pids(state) or not self.segments() or self._ended(state):
+                        # The log's step records lag (the job runs ~300 steps/s): its loop had
+                        # ended already. Run the trial again rather than judge a job nothing hit.
                         state.late = True
                         return
                     for _ in range(100):
