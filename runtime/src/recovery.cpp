@@ -188,6 +188,9 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
 
 void Runtime::Impl::join_as_spawned() {
     timeline.begin();
+    // The merge and the epoch wait on parents that may die or end the job meanwhile; without a
+    // deadline this process would outlive them and mpirun would wait for it (seen under PRRTE).
+    watchdog.arm("join", membership.epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
     ft::Comm merged = spares::join_parents();
     std::int64_t e = 0;
     ft::check(MPI_Recv(&e, 1, MPI_INT64_T, 0, kEpochTag, merged.get(), MPI_STATUS_IGNORE),
