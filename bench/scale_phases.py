@@ -89,7 +89,8 @@ def main():
             data = json.load(f)
     with open("/proc/cpuinfo") as f:
         model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
-    data["machine"] = {"cores": len(os.sched_getaffinity(0)), "cpu": model}
+    cores = len(os.sched_getaffinity(0))
+    data["machine"] = {"cores": cores, "cpu": model}
     if a.bandwidth:
         data["bandwidth"] = bandwidth(a.build, a.timeout)
         print(f"bandwidth {data['bandwidth']}", flush=True)
@@ -107,10 +108,16 @@ def main():
                     path = os.path.join(tmp, f"{series}-{ranks}-{spare}.yaml")
                     with open(path, "w") as f:
                         f.write(recovery_latency.config(ranks, hot, a.state_mib, dms))
+                    load_before = os.getloadavg()[0]
+                    if ranks > cores or load_before > 0.5:
+                        print(f"warning: {ranks} ranks on {cores} cores, load average {load_before:.2f}: "
+                              "time-shared; bench/scale_fair.py fits only rows with ranks <= cores, and a "
+                              "loaded machine shares them anyway", file=sys.stderr, flush=True)
                     got = [trial(a.build, ranks, hot, path, a.timeout) for _ in range(a.trials)]
                     samples = [s for s, _ in got if s]
                     row = {"series": series, "device_ms": dms, "ranks": ranks, "spare": spare,
-                           "state_mib": a.state_mib, "trials": len(samples),
+                           "state_mib": a.state_mib, "trials": len(samples), "cores": cores,
+                           "loadavg_before": load_before,
                            "bytes_restored": next((b for s, b in got if s), None), "phases": {}}
                     for ph in ORDER:
                         vals = [s[ph] for s in samples if ph in s]

@@ -124,4 +124,51 @@ with tempfile.TemporaryDirectory() as tmp:
         hc = res["machine"]["device"]["holdout_check"]
         check("end to end: held-out n=32 predicted exactly on model data",
               abs(hc["model_ms"] - hc["measured_ms"]) < 1e-6 * hc["measured_ms"], str(hc))
+
+# 5. the second pass (bench/scale_fair.py, issue 31)
+import scale_fair as sf  # noqa: E402
+
+logpts = [(n, 0.7 * math.log2(n)) for n in (2, 4, 8) for _ in range(2)]
+r = sf.shape_fits(logpts)
+check("shape fits: log2 n data at n = 2, 4, 8: log held out exactly, verdict log",
+      r["errors"]["log"] < 1e-12 and r["verdict"] == "log", str(r["errors"]))
+r = sf.shape_fits([(2, 1.0), (2, 1.1), (4, 2.0), (4, 2.1)])
+check("shape fits: from n = 2 and 4 alone log2 n and n predict alike (log2 4 / log2 2 = 4 / 2)",
+      abs(r["errors"]["log"] - r["errors"]["lin"]) < 1e-12 and r["verdict"].startswith("grows"), str(r))
+r = sf.shape_fits([(2, 1.0), (2, 1.5), (4, 1.1), (4, 1.4)])
+check("shape fits: flat data within their noise: constant", r["verdict"] == "const", str(r))
+r = sf.shape_fits([(2, 1.0), (2, 3.0), (4, 1.5), (4, 4.0)])
+check("shape fits: a growth smaller than the run-to-run noise is undecided", r["verdict"] == "undecided", str(r))
+
+base = sf.SCENARIOS["base"]
+check("NCCL init passes through the published 265 s at 96K GPUs",
+      abs(sf.nccl_init_s(96 * 1024, base) - 265.0) < 1e-9, f"{sf.nccl_init_s(96 * 1024, base):.3f}")
+check("NCCL init of a small group is the H100 constant (0.40-0.60 s)",
+      0.40 <= sf.nccl_init_s(8, base) <= 0.60 and sf.nccl_init_s(1, base) == 0.0)
+check("flashrec's DP group of 405B at 16,384 GPUs is 128 GPUs", sf.groups(16384, sf.MODELS["405B"])["dp"] == 128)
+snap_b, repl_b, unique = sf.state_bytes(16384, sf.MODELS["405B"])
+check("ZeRO-1 state per GPU: bf16 parameters / (TP PP) + 12 bytes per parameter / (TP PP DP)",
+      abs(snap_b - (2 * 405e9 / 128 + 12 * 405e9 / 16384)) < 1 and abs(repl_b - 12 * 405e9 / 16384) < 1
+      and unique == 14 * 405e9)
+skep = sf.SCENARIOS["skeptic"]
+k, over, exposed, t = sf.protection(1024, sf.MODELS["405B"], skep, 20.0, 0.01)
+check("protection.every: the smallest k within budget",
+      over <= 0.01 and (k == 1 or exposed / ((k - 1) * 20.0) > 0.01), f"k {k} over {over:.4f}")
+check("protection hidden when it fits in a step (overlap, measured on the H100)",
+      sf.protection(16384, sf.MODELS["405B"], base, 20.0, 0.01)[:2] == (1, 0.0))
+check("spares: the share of failures finding no spare falls with more spares and is 1 with none",
+      sf.expected_short(3.0, 0) == 1.0 and sf.expected_short(3.0, 2) > sf.expected_short(3.0, 5) > 0
+      and sf.expected_short(3.0, 40) < 1e-9)
+with tempfile.TemporaryDirectory() as tmp:
+    out_json = os.path.join(tmp, "fair.json")
+    r = subprocess.run([sys.executable, os.path.join(BENCH, "scale_fair.py"), "--markdown", "--json", out_json],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check("scale_fair.py runs on the data in docs/results", r.returncode == 0, r.stdout[-800:])
+    with open(os.path.join(HERE, "..", "..", "docs", "scale-model.md")) as fh:
+        doc = fh.read()
+    lines = [ln for ln in r.stdout.splitlines() if ln.strip() and not ln.startswith("<!--")]
+    missing = [ln for ln in lines if ln not in doc]
+    check("docs/scale-model.md quotes every table of scale_fair.py --markdown as it reproduces "
+          "(fits and held-out errors, per-phase table, NCCL, goodput, anchors)",
+          r.returncode == 0 and lines and not missing, "\n".join(missing[:5]))
 sys.exit(1 if failures else 0)
