@@ -31,6 +31,7 @@
 #include "flashrec/runtime/fault_injector.hpp"
 #include "flashrec/runtime/interval.hpp"
 #include "flashrec/runtime/membership.hpp"
+#include "flashrec/runtime/platform.hpp"
 #include "flashrec/runtime/state_registry.hpp"
 #include "flashrec/runtime/topology.hpp"
 #include "flashrec/spares/spares.hpp"
@@ -257,6 +258,15 @@ struct Runtime::Impl {
     // trainer's, or the --resume checkpoint's). A relaunched job never is (it restored a version).
     bool pristine = true;
     bool loop_started = false;  // protect() is refused from here on
+    // The platform fingerprint (platform.hpp): this process's, and the runtime's own envelope
+    // buffer, which carries the state writer's with every snapshot, ring copy and checkpoint.
+    runtime::platform::Fingerprint own_platform;
+    std::vector<std::byte> platform_bytes;
+    void register_platform();  // loop_start, after the trainer's buffers, before any restore
+    // After a restore, before protection rewrites a snapshot: the writer's fingerprint against
+    // this process's. A difference is a platform_mismatch record, or (require_same_platform) the
+    // end of the job with exit code 81. From then on the buffer holds this process's.
+    void check_platform();
     // Before the first step (and again after a recovery that found no version): wait until the
     // starting version is committed everywhere, so that a failure in step 0 restores it from
     // memory like any later version. A failure meanwhile abandons the step (recovery follows).
