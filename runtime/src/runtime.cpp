@@ -259,6 +259,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     } else {
         me.spare = true;
         me.spare_index = world_rank - shape.size();
+        hot_spare_index = me.spare_index;
     }
     faults.set_identity(me);
     membership.build_communicators(shape, deadline());

@@ -63,6 +63,7 @@ struct Runtime::Impl {
     bool virtual_nodes = false;  // one machine standing in for job.nodes nodes
     std::vector<std::string> start_args;  // as started: what a spawned replacement runs
     std::int64_t process_id = 0; // stable across repairs: hot spares are used in this order
+    int hot_spare_index = -1;    // i of a hot spare started with the job (role=spare:<i>); -1 otherwise
     spares::Pool spare_pool;     // parked hot spares, as ranks in membership.universe
     runtime::Membership membership;  // role, node map, epoch and this epoch's communicators
 
@@ -226,6 +227,8 @@ struct Runtime::Impl {
     std::optional<Resume> recover();
     std::optional<Resume> recovery_epoch();
     void join_as_spawned();                // a spawned replacement, from the constructor
+    // Role 0 of the repaired job records each spare the plan passed over (spare_rejected).
+    void note_rejected_spares(int me, const recovery::Plan& plan, const std::vector<recovery::Report>& reports);
     // Plans the repair from every live process's report and returns this process's outcome
     // (or ends the job: no spare left; throws ShardLost: no state anywhere, no checkpoint).
     recovery::Outcome decide(int me, const std::vector<recovery::Report>& reports, std::string replacement);
