@@ -27,6 +27,7 @@ enum RuleId : std::size_t {
     r_exit_76,
     r_exit_77,
     r_exit_78,
+    r_exit_81,
     r_exit_other,
     r_sig_bus,
     r_sig_crash,
@@ -68,6 +69,9 @@ constexpr std::array<Rule, r_count> kRules = {{
     {"exit code 78", "deterministic_error", Action::stop, 0,
      "a rank left by an error of the trainer's own call (UsageError, ConfigError): every relaunch "
      "would fail the same way"},
+    {"exit code 81", "platform_mismatch", Action::stop, 0,
+     "a restore found the role's state written on another platform and recovery.require_same_platform "
+     "refuses it: a relaunch would not make the platforms equal"},
     {"exit code (other)", "process_exit", Action::replace_in_place, 1,
      "a rank exited on its own (a trainer error): in-job recovery replaces it"},
     {"signal SIGBUS", "memory_fault", Action::replace_node, 2,
@@ -100,7 +104,7 @@ bool is_failure_class(int error_class) {
 
 // The table names its rows by number ("exit code 75"), as docs/launcher.md and the event log do.
 static_assert(ft::kExitBadConfig == 2 && ft::kExitForRelaunch == 75 && ft::kExitStateLost == 76 &&
-                  ft::kExitNoSpare == 77 && ft::kExitDeterministicError == 78,
+                  ft::kExitNoSpare == 77 && ft::kExitDeterministicError == 78 && ft::kExitPlatformMismatch == 81,
               "the rule table's labels must match ft/contract.hpp's exit codes");
 
 std::string_view to_string(Action action) {
@@ -149,6 +153,7 @@ const Rule& classify(const Observation& o) {
                 case ft::kExitStateLost: return kRules[r_exit_76];
                 case ft::kExitNoSpare: return kRules[r_exit_77];
                 case ft::kExitDeterministicError: return kRules[r_exit_78];
+                case ft::kExitPlatformMismatch: return kRules[r_exit_81];
                 default:
                     // A shell reports "killed by signal n" as exit code 128 + n.
                     if (o.value > 128 && o.value < 128 + 65)

@@ -82,11 +82,12 @@ void IncidentBook::on(const ft::records::FaultInjected& fault) {
 
 void IncidentBook::on(const ft::records::EndingJob& ending) {
     // A rank ends the job on purpose and says with which exit code (the runtime's named codes:
-    // 75 relaunch, 76 state lost in memory, 77 no spare, 78 a deterministic error); anything else
-    // counts as 1. The highest wins (requested_exit_code): 78 says no restart can help.
+    // 75 relaunch, 76 state lost in memory, 77 no spare, 78 a deterministic error, 81 a restore
+    // refused another platform); anything else counts as 1. The highest wins
+    // (requested_exit_code): 78 and 81 say no restart can help.
     int code = ending.exit_code;
     if (code != ft::kExitForRelaunch && code != ft::kExitStateLost && code != ft::kExitNoSpare &&
-        code != ft::kExitDeterministicError)
+        code != ft::kExitDeterministicError && code != ft::kExitPlatformMismatch)
         code = 1;
     if (ending.pid > 0) exit_requests_[ending.pid] = code;
 }

@@ -85,15 +85,20 @@ void JobCore::handle(const ft::records::FaultInjected& fault, Now, Effects&) { i
 void JobCore::handle(const ft::records::CheckpointPublished& c, Now, Effects& fx) { report_.on(c, fx); }
 void JobCore::handle(const ft::records::EndingJob& ending, Now now, Effects& fx) {
     incidents_.on(ending);
-    if (ending.exit_code != ft::kExitDeterministicError || old_pids_.count(ending.pid)) return;
-    if (forced_ && forced_->observation.value == ft::kExitDeterministicError) return;  // the first one names it
-    // The trainer's own call failed (its record says which): no tier can help, and in-job
-    // recovery would hand the role to a spare that fails the same way. The job ends now.
+    const int code = ending.exit_code;
+    if ((code != ft::kExitDeterministicError && code != ft::kExitPlatformMismatch) || old_pids_.count(ending.pid)) return;
+    if (forced_ && forced_->observation.what == Observed::exit_code &&
+        (forced_->observation.value == ft::kExitDeterministicError || forced_->observation.value == ft::kExitPlatformMismatch))
+        return;  // the first one names it
+    // The trainer's own call failed (its record says which), or a restore refused another
+    // platform: no tier can help, and in-job recovery would hand the role to a spare that fails
+    // the same way. The job ends now.
     std::string who = "pid " + std::to_string(ending.pid);
     for (const auto& r : ranks_)
         if (r.pid == ending.pid) who = r.role + " (" + who + ")";
-    say(fx, who + " left by a deterministic error: " + ending.why);
-    force_death({{Observed::exit_code, ft::kExitDeterministicError}, who + ": " + ending.why, now.steady}, fx);
+    say(fx, who + (code == ft::kExitPlatformMismatch ? " refused to restore on another platform: "
+                                                       : " left by a deterministic error: ") + ending.why);
+    force_death({{Observed::exit_code, code}, who + ": " + ending.why, now.steady}, fx);
 }
 void JobCore::handle(const ft::records::MpiErrorSeen& error, Now, Effects&) { incidents_.on(error); }
 void JobCore::handle(const ft::records::SpareReleased& released, Now, Effects&) { incidents_.on(released); }
@@ -354,7 +359,7 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, con
         }
     }
     std::string message = decision.message;
-    if (decision.exit_code == kExitDeterministic) message += ": " + detail;
+    if (decision.exit_code == kExitDeterministic || decision.exit_code == kExitPlatformMismatch) message += ": " + detail;
     finish(decision.outcome, decision.exit_code, message, fx);
 }
 

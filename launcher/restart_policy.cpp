@@ -23,7 +23,7 @@ Death observe_death(const DeathEvidence& e) {
         d.detail += "; ranks asked for it (exit code " + std::to_string(e.requested_exit_code) + ")";
     } else if (const int code = WIFEXITED(e.mpirun_status) ? WEXITSTATUS(e.mpirun_status) : -1;
                code == ft::kExitBadConfig || code == ft::kExitForRelaunch || code == ft::kExitStateLost ||
-               code == ft::kExitNoSpare || code == ft::kExitDeterministicError) {
+               code == ft::kExitNoSpare || code == ft::kExitDeterministicError || code == ft::kExitPlatformMismatch) {
         d.observation = {Observed::exit_code, code};
     }
     return d;
@@ -63,6 +63,12 @@ Decision decide(const Observation& obs, const Budgets& b, const AttemptFacts& at
                 d.outcome = "deterministic_error";
                 d.exit_code = kExitDeterministic;
                 d.message = "a deterministic error ended the job (not relaunched: every relaunch would fail the same way)";
+            }
+            if (obs.what == Observed::exit_code && obs.value == ft::kExitPlatformMismatch) {
+                d.outcome = "platform_mismatch";
+                d.exit_code = kExitPlatformMismatch;
+                d.message = "a restore found a role's state written on another platform and "
+                            "recovery.require_same_platform refused it (its platform_mismatch record names the fields)";
             }
             return d;
         case Action::hdf5_resume:

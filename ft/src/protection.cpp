@@ -139,6 +139,13 @@ std::size_t StorePool::blank_bytes() const {
     return total;
 }
 
+std::size_t StorePool::store_bytes() const {
+    std::lock_guard lock(mutex_);
+    std::size_t total = 0;
+    for (const auto& [key, store] : stores_) total += store->bytes();
+    return total;
+}
+
 std::shared_ptr<SnapshotStore> StorePool::find(const std::string& key) const {
     std::lock_guard lock(mutex_);
     const auto it = stores_.find(key);

@@ -317,6 +317,50 @@ ReplayDiverged ReplayDiverged::from_json(const json& j) {
             r.string("buffer"), r.string("before"), r.string("replayed")};
 }
 
+json PlatformMismatch::to_json() const {
+    json j = head(kEvent);
+    json diffs = json::array();
+    for (const auto& d : differences) diffs.push_back({{"field", d.field}, {"writer", d.writer}, {"here", d.here}});
+    j.update({{"role", role},
+              {"pid", pid},
+              {"restore", restore},
+              {"version", version},
+              {"flashrec_version", flashrec_version},
+              {"differences", diffs},
+              {"refused", refused}});
+    return j;
+}
+PlatformMismatch PlatformMismatch::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    PlatformMismatch m;
+    m.role = r.string("role");
+    m.pid = r.int32("pid");
+    m.restore = r.string("restore");
+    m.version = r.integer("version");
+    m.flashrec_version = r.string("flashrec_version");
+    const json& diffs = r.at("differences");
+    if (!diffs.is_array()) throw RecordError(kEvent, "differences", "expected an array, got " + diffs.dump());
+    for (const auto& d : diffs) {
+        if (!d.is_object()) throw RecordError(kEvent, "differences", "expected objects, got " + d.dump());
+        json entry = d;
+        entry["v"] = kVersion;  // read with the record's own reader
+        const Reader f(entry, kEvent);
+        m.differences.push_back({f.string("field"), f.string("writer"), f.string("here")});
+    }
+    m.refused = r.boolean("refused");
+    return m;
+}
+
+json SpareRejected::to_json() const {
+    json j = head(kEvent);
+    j.update({{"spare", spare}, {"node", node}, {"reason", reason}, {"epoch", epoch}});
+    return j;
+}
+SpareRejected SpareRejected::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.string("spare"), r.string("node"), r.string("reason"), r.integer("epoch")};
+}
+
 namespace {
 template <typename R>
 bool check_if(const json& record, std::string_view name) {
@@ -329,7 +373,8 @@ bool check_if(const json& record, std::string_view name) {
 bool is_typed(std::string_view e) {
     return e == Step::kEvent || e == FaultInjected::kEvent || e == CheckpointPublished::kEvent ||
            e == CheckpointResumed::kEvent || e == EndingJob::kEvent || e == RoleFinished::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
-           e == Recovery::kEvent || e == JobStats::kEvent || e == ReplayDiverged::kEvent;
+           e == Recovery::kEvent || e == JobStats::kEvent || e == ReplayDiverged::kEvent ||
+           e == PlatformMismatch::kEvent || e == SpareRejected::kEvent;
 }
 
 void validate(const json& record) {
@@ -342,7 +387,8 @@ void validate(const json& record) {
            check_if<EndingJob>(record, name) || check_if<RoleFinished>(record, name) ||
            check_if<MpiErrorSeen>(record, name) || check_if<SpareReleased>(record, name) ||
            check_if<Recovery>(record, name) || check_if<JobStats>(record, name) ||
-           check_if<ReplayDiverged>(record, name));
+           check_if<ReplayDiverged>(record, name) || check_if<PlatformMismatch>(record, name) ||
+           check_if<SpareRejected>(record, name));
 }
 
 std::string event_line(const json& record) {

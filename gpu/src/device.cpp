@@ -124,6 +124,35 @@ int current_device() {
     return device;
 }
 
+std::string current_device_name() noexcept {
+    int device = -1;
+    cudaDeviceProp prop{};
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return {};
+    }
+    return prop.name;
+}
+
+std::string check_current_device() noexcept {
+    constexpr std::size_t kBytes = 4096;
+    void* block = nullptr;
+    unsigned char back[kBytes] = {};
+    const auto failed = [&](const char* what, cudaError_t rc) {
+        (void)cudaGetLastError();
+        if (block) (void)cudaFree(block);
+        return std::string(what) + ": " + cudaGetErrorString(rc);
+    };
+    if (const cudaError_t rc = cudaMalloc(&block, kBytes); rc != cudaSuccess) return failed("cudaMalloc", rc);
+    if (const cudaError_t rc = cudaMemset(block, 0x5a, kBytes); rc != cudaSuccess) return failed("cudaMemset", rc);
+    if (const cudaError_t rc = cudaMemcpy(back, block, kBytes, cudaMemcpyDeviceToHost); rc != cudaSuccess)
+        return failed("cudaMemcpy", rc);
+    (void)cudaFree(block);
+    for (unsigned char b : back)
+        if (b != 0x5a) return "the device returned other bytes than it was given";
+    return {};
+}
+
 DeviceGuard::DeviceGuard(int device) {
     FLASHREC_CUDA_CHECK(cudaGetDevice(&previous_));
     if (previous_ != device) {

@@ -35,6 +35,7 @@
 // checking unchanged() afterwards was tried first: with steps shorter than the write, which is
 // the common case, nearly every checkpoint was abandoned.)
 #include "flashrec/runtime/checkpointing.hpp"
+#include "flashrec/runtime/platform.hpp"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -615,7 +616,19 @@ void Checkpointer::restore(const config::Config& cfg, const std::vector<Protecte
                     std::to_string(version));
     const ft::CheckpointReader reader = ft::CheckpointReader::open(dir->path);
     std::vector<ft::BufferToRestore> into;
-    for (const auto& b : buffers) into.push_back({b.name, to_ft(b.type), b.data, b.bytes});
+    // A checkpoint from a flashrec that recorded no platform fingerprint: the buffer is zeroed,
+    // which says "writer unknown" (platform.hpp), and the rest restores as before.
+    bool has_platform = false;
+    for (const auto& entry : reader.manifest().files)
+        if (entry.role == role_key)
+            for (const auto& stored : entry.buffers) has_platform = has_platform || stored.name == platform::kBufferName;
+    for (const auto& b : buffers) {
+        if (b.name == platform::kBufferName && !has_platform) {
+            std::memset(b.data, 0, b.bytes);
+            continue;
+        }
+        into.push_back({b.name, to_ft(b.type), b.data, b.bytes});
+    }
     // Checks name, type and size against the manifest, then reads each dataset straight into the
     // live buffer and verifies its checksum; errors name the file and the buffer.
     reader.read_rank(role_key, into);

@@ -175,6 +175,7 @@ const std::vector<Field<Recovery>>& recovery_fields() {
         {.key = "max_epochs", .member = &Recovery::max_epochs, .min = 1},
         {.key = "spawn", .member = &Recovery::spawn},
         {.key = "warm_relaunches", .member = &Recovery::warm_relaunches, .min = 0},
+        {.key = "require_same_platform", .member = &Recovery::require_same_platform},
     };
     return fields;
 }

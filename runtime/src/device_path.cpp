@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "flashrec/gpu/cuda_check.hpp"
+#include "flashrec/gpu/device.hpp"
 #include "flashrec/gpu/dp_collectives.hpp"
 #include "flashrec/gpu/handles.hpp"
 #include "flashrec/gpu/snapshot_copier.hpp"
@@ -88,6 +89,20 @@ void DevicePath::enable() {
 #else
     throw Error("the GPU path: this flashrec was built without CUDA (FLASHREC_WITH_CUDA=OFF)");
 #endif
+}
+
+std::string DevicePath::gpu_model() const {
+#if FLASHREC_WITH_CUDA
+    if (side_) return gpu::current_device_name();
+#endif
+    return {};
+}
+
+std::string DevicePath::check_gpu() {
+#if FLASHREC_WITH_CUDA
+    if (gpu::cuda_in_use()) return gpu::check_current_device();
+#endif
+    return {};
 }
 
 bool DevicePath::is_device_pointer(const void* data) const {

@@ -16,6 +16,7 @@
 
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
+#include "flashrec/runtime/spare_health.hpp"
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/spares/spares.hpp"
 #include "node_local_copies.hpp"
@@ -78,7 +79,15 @@ recovery::Report Runtime::Impl::report() const {
     r.pristine = pristine;
     for (const auto& b : state.buffers())
         r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
-    if (membership.role_index < 0) return r;
+    if (membership.role_index < 0) {
+        // Its admission check (docs/recovery.md, "Spare admission"): it answers (it is in this
+        // exchange), its node's /dev/shm has room for a role's slots, its GPU works if it uses one.
+        r.shm_room = runtime::spare_health::shm_room(stores->blank_bytes(), hot_spare_index, spares::was_spawned());
+        if (const std::string gpu = runtime::DevicePath::check_gpu(); !gpu.empty())
+            r.unhealthy = "its GPU check failed: " + gpu;
+        return r;
+    }
+    r.shm_need = static_cast<std::int64_t>(stores->store_bytes());
     auto rejected_in = [&](const std::string& key) {
         const auto it = rejected_versions.find(key);
         return it == rejected_versions.end() ? std::set<std::int64_t>{} : it->second;
@@ -160,8 +169,10 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
 
     watchdog.arm("exchange", membership.epoch, budget);
     auto reports = exchange_reports(survivors);
-    int live_roles = 0, idle_spares = 0;
-    for (const auto& r : reports) (r.role >= 0 ? live_roles : idle_spares)++;
+    int live_roles = 0;
+    for (const auto& r : reports) live_roles += r.role >= 0 ? 1 : 0;
+    // Only spares that pass admission count: the plan passes over the others, so spawn for them.
+    const int idle_spares = recovery::admissible_spares(reports);
     const spares::Replacements replacements =
         spares::replacements_for(shape.size() - live_roles, idle_spares, cfg.recovery.spawn);
     const int to_spawn = replacements.to_spawn;
@@ -215,6 +226,7 @@ void Runtime::Impl::join_as_spawned() {
 recovery::Outcome Runtime::Impl::decide(int me, const std::vector<recovery::Report>& reports,
                                         std::string replacement) {
     recovery::Plan plan = recovery::make_plan(shape, reports);
+    note_rejected_spares(me, plan, reports);
     if (plan.version < 0) {
         // Some role's state is lost in memory everywhere: tier 3, everyone restores the newest
         // complete HDF5 checkpoint (the same decision on every process: same files, same plan).
@@ -235,6 +247,22 @@ recovery::Outcome Runtime::Impl::decide(int me, const std::vector<recovery::Repo
                 "(hot_spares exhausted" + std::string(cfg.recovery.spawn ? ", spawn failed" : ", spawn off") +
                 "); slurm.when_spares_exhausted decides what the launcher does next", ft::kExitNoSpare);
     return recovery::outcome_of(std::move(plan), me, membership.role_index, std::move(replacement));
+}
+
+void Runtime::Impl::note_rejected_spares(int me, const recovery::Plan& plan,
+                                         const std::vector<recovery::Report>& reports) {
+    for (const auto& rejected : plan.rejected_spares) {
+        const recovery::Report& spare = reports.at(static_cast<std::size_t>(rejected.process));
+        if (rejected.process == me)
+            log("this spare failed its admission check (" + rejected.reason + "): it takes no role and stays parked");
+        if (plan.role_of_process.at(static_cast<std::size_t>(me)) == 0) {
+            log("spare " + std::to_string(spare.id) + " on " + spare.node + " failed its admission check (" +
+                rejected.reason + "): passed over");
+            emit(ft::records::SpareRejected{"spare:" + std::to_string(spare.id), spare.node, rejected.reason,
+                                            membership.epoch}
+                     .to_json());
+        }
+    }
 }
 
 void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {

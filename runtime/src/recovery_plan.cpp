@@ -18,6 +18,11 @@ std::string serialize(const Report& r) {
         out << ' ' << h.owner_role << ' ' << h.versions.newest << ' ' << h.versions.older;
     out << ' ' << r.pristine << ' ' << r.local.size();
     for (const auto& l : r.local) out << ' ' << l.owner_role << ' ' << l.versions.newest << ' ' << l.versions.older;
+    // Last: the reason is free text, the rest of the line.
+    std::string unhealthy = r.unhealthy;
+    for (char& c : unhealthy)
+        if (c == '\n') c = ' ';
+    out << ' ' << r.shm_need << ' ' << r.shm_room << ' ' << unhealthy;
     return out.str();
 }
 
@@ -35,8 +40,34 @@ Report deserialize(const std::string& text) {
     if (!in || local > 4096) throw Error("recovery: malformed report '" + text + "'");
     r.local.resize(local);
     for (auto& l : r.local) in >> l.owner_role >> l.versions.newest >> l.versions.older;
+    in >> r.shm_need >> r.shm_room;
     if (!in) throw Error("recovery: malformed report '" + text + "'");
+    std::getline(in, r.unhealthy);
+    if (!r.unhealthy.empty() && r.unhealthy.front() == ' ') r.unhealthy.erase(0, 1);
     return r;
+}
+
+std::string admission_problem(const Report& spare, std::int64_t need) {
+    if (!spare.unhealthy.empty()) return spare.unhealthy;
+    if (spare.shm_room >= 0 && spare.shm_room < need)
+        return "/dev/shm on " + spare.node + " can give " + std::to_string(spare.shm_room) +
+               " bytes, the role's snapshot slots need " + std::to_string(need);
+    return {};
+}
+
+std::int64_t shm_need(const std::vector<Report>& reports) {
+    std::int64_t need = 0;
+    for (const auto& r : reports)
+        if (r.role >= 0) need = std::max(need, r.shm_need);
+    return need;
+}
+
+int admissible_spares(const std::vector<Report>& reports) {
+    const std::int64_t need = shm_need(reports);
+    int n = 0;
+    for (const auto& r : reports)
+        if (r.role < 0 && admission_problem(r, need).empty()) ++n;
+    return n;
 }
 
 Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports, Mode mode) {
@@ -60,14 +91,26 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
 
     plan.role_of_process.resize(reports.size());
     for (size_t p = 0; p < reports.size(); ++p) plan.role_of_process[p] = reports[p].role;
-    std::size_t used_spares = 0;
+    // Spares in id order, each admitted only after its health check (admission_problem): one
+    // that fails is passed over for the next, on every process alike (the reports are the same).
+    std::size_t next_spare = 0;
+    const std::int64_t need = shm_need(reports);
+    auto admit_next = [&]() -> int {
+        while (next_spare < spares.size()) {
+            const int p = spares[next_spare++];
+            std::string why = admission_problem(reports[static_cast<size_t>(p)], need);
+            if (why.empty()) return p;
+            plan.rejected_spares.push_back({p, std::move(why)});
+        }
+        return -1;
+    };
     std::vector<int> spare_for(static_cast<size_t>(n_roles), -1);
     for (int r = 0; r < n_roles; ++r) {
         if (process_of[static_cast<size_t>(r)] >= 0) continue;
         plan.dead_roles.push_back(r);
-        if (used_spares < spares.size()) {
-            spare_for[static_cast<size_t>(r)] = spares[used_spares++];
-            plan.role_of_process[static_cast<size_t>(spare_for[static_cast<size_t>(r)])] = r;
+        if (const int p = admit_next(); p >= 0) {
+            spare_for[static_cast<size_t>(r)] = p;
+            plan.role_of_process[static_cast<size_t>(p)] = r;
         } else {
             ++plan.missing_spares;
         }

@@ -259,6 +259,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     } else {
         me.spare = true;
         me.spare_index = world_rank - shape.size();
+        hot_spare_index = me.spare_index;
     }
     faults.set_identity(me);
     membership.build_communicators(shape, deadline());
@@ -700,7 +701,13 @@ void Runtime::Impl::check_replayed(std::int64_t version) {
         }
         // Not rewritten by this replay (the store left the ring): nothing to compare.
         if (!now || (now->slot == check.before.slot && now->generation == check.before.generation)) continue;
-        const auto diverged = runtime::first_divergence(check.before.checksums, now->checksums);
+        // The platform buffer records who wrote the version: a replacement on another platform
+        // rewrites it, which is no divergence of the trainer's steps.
+        auto trainer_only = [](runtime::BufferChecksums sums) {
+            std::erase_if(sums, [](const auto& s) { return s.first == runtime::platform::kBufferName; });
+            return sums;
+        };
+        const auto diverged = runtime::first_divergence(trainer_only(check.before.checksums), trainer_only(now->checksums));
         if (!diverged) {
             if (timeline.debug)
                 log("replay check: version " + std::to_string(version) + " of " + check.store +
@@ -723,6 +730,7 @@ void Runtime::Impl::check_replayed(std::int64_t version) {
 
 void Runtime::Impl::resume(const Resume& at) {
     step = at.step;
+    check_platform();
     // After a repair or a relaunch only: a start's stores may hold an earlier job's versions.
     if (last_recovery) note_versions_to_replay(step);  // before protection rewrites a slot
     else replay_checks.clear();
@@ -735,6 +743,51 @@ void Runtime::Impl::resume(const Resume& at) {
     }
     if (last_recovery) last_recovery->timeline.mark("resumed");
     if (at.first_version) protect_first_version();
+}
+
+void Runtime::Impl::register_platform() {
+    if (state.find(runtime::platform::kBufferName)) return;
+    // restore_pending: this process took a dead role (a hot spare or a spawned one).
+    own_platform = runtime::platform::probe(device.gpu_model(), restore_pending, relaunched);
+    platform_bytes.assign(runtime::platform::kBufferBytes, std::byte{0});
+    runtime::platform::encode(own_platform, platform_bytes);
+    state.add({runtime::platform::kBufferName, platform_bytes.data(), platform_bytes.size(), DType::u8,
+               Redundancy::envelope, -1},
+              false, true);
+}
+
+void Runtime::Impl::check_platform() {
+    if (membership.role_index < 0 || platform_bytes.empty()) return;
+    const auto writer = runtime::platform::decode(platform_bytes);
+    runtime::platform::encode(own_platform, platform_bytes);  // from here on, this process writes the state
+    if (!writer) return;  // a checkpoint of a flashrec that recorded none: nothing to compare
+    const auto differences = runtime::platform::compare(*writer, own_platform);
+    if (differences.empty()) return;
+    ft::records::PlatformMismatch record;
+    record.role = topology::role_key(coord());
+    record.pid = static_cast<std::int32_t>(getpid());
+    record.restore = last_recovery ? (last_recovery->tier == 3                   ? "checkpoint"
+                                      : last_recovery->replacement == "relaunch" ? "relaunch"
+                                                                                  : "in_job")
+                                   : "checkpoint";  // without a recovery, only --resume restores
+    record.version = step;
+    record.flashrec_version = flashrec::version();
+    record.refused = cfg.recovery.require_same_platform;
+    std::string fields;
+    for (const auto& d : differences) {
+        record.differences.push_back({d.field, d.writer, d.here});
+        fields += (fields.empty() ? "" : ", ") + d.field + " '" + d.writer + "' -> '" + d.here + "'";
+    }
+    const std::string what = "the state of version " + std::to_string(step) + " (" + record.restore +
+                             " restore) was written on another platform: " + fields;
+    if (!record.refused) {
+        log("warning: " + what + "; its steps may compute other bits than the writer's "
+            "(recovery.require_same_platform: true refuses such a restore)");
+        emit(record.to_json());
+        return;
+    }
+    emit(record.to_json(), true);
+    end_job(what + "; recovery.require_same_platform refuses it", ft::kExitPlatformMismatch);
 }
 
 void Runtime::Impl::protect_first_version() {
@@ -900,6 +953,9 @@ std::uint64_t Runtime::Impl::own_state_checksum() {
     std::vector<std::uint64_t> parts;
     for (std::size_t i = 0; i < buffers.size(); ++i) {
         const ProtectedBuffer& b = buffers[i];
+        // The trainer's state only: the same on any platform, so a run with a replacement on
+        // another one still compares bitwise with a run without.
+        if (b.name == runtime::platform::kBufferName) continue;
         parts.push_back(ft::checksum(b.name.data(), b.name.size()));
         if (b.device >= 0) {
             const std::vector<std::byte> host = read_device_buffer(i);
@@ -925,6 +981,7 @@ std::string Runtime::state_checksum() {
 std::int64_t Runtime::loop_start() {
     auto& im = *impl_;
     im.abandoned = false;
+    im.register_platform();
     im.loop_started = true;
     if (im.restore_pending) {
         // This process took a dead role: its state arrives from the survivors.

@@ -6,8 +6,11 @@
 
 namespace flashrec::runtime {
 
-void StateRegistry::add(ProtectedBuffer buffer, bool loop_started) {
+void StateRegistry::add(ProtectedBuffer buffer, bool loop_started, bool internal) {
     const std::string& name = buffer.name;
+    if (!internal && name.rfind("flashrec.", 0) == 0)
+        refuse(UsageError("protect", name, "uses the prefix 'flashrec.', which is the runtime's own "
+                                           "(its platform fingerprint): choose another name"));
     if (loop_started)
         refuse(UsageError("protect", name,
                           "was registered after the step loop started: register every buffer before "

@@ -203,6 +203,24 @@ def scenario_warm_relaunch(a):
     check(bool(td) and td[0].get("complete"), "the old job was not completely torn down")
 
 
+def scenario_warm_relaunch_platform(a):
+    """The warm relaunch above, its new processes on "another CPU" (the named fake
+    FLASHREC_FAKE_CPU_FLAGS=relaunched:<flags>, issue 29 item 4): every role warns with a
+    platform_mismatch record (restore relaunch, cpu_flags only, not refused), and the result is
+    still bitwise the failure-free run's."""
+    os.environ["FLASHREC_FAKE_CPU_FLAGS"] = "relaunched:fpu sse2 fake-flags-of-the-relaunch-node"
+    scenario_warm_relaunch(a)
+    ev = frlib.read_events(os.path.join(a.workdir, f"{job_name(a.config)}.events.jsonl"))
+    m = [e for e in ev if e["event"] == "platform_mismatch"]
+    roles = sorted(e.get("role") for e in m)
+    check(roles == [f"dp{d}.tp0.pp0" for d in range(4)], f"platform_mismatch from roles {roles}, expected each role once")
+    for e in m:
+        check(e.get("restore") == "relaunch", f"platform_mismatch restore {e.get('restore')}, expected relaunch")
+        check([d.get("field") for d in e.get("differences", [])] == ["cpu_flags"],
+              f"platform_mismatch differences {e.get('differences')}")
+        check(e.get("refused") is False, "platform_mismatch refused without require_same_platform")
+
+
 def frame(payload):
     return struct.pack("<I", len(payload)) + payload
 
@@ -493,7 +511,7 @@ def scenario_hdf5_restart(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scenario", choices=["hang", "warm-relaunch", "hostile", "spares-exhausted", "hdf5-restart",
+    ap.add_argument("scenario", choices=["hang", "warm-relaunch", "warm-relaunch-platform", "hostile", "spares-exhausted", "hdf5-restart",
                                          "mpirun-lingers", "flood", "state-on-live-nodes"])
     ap.add_argument("--launcher", required=True)
     ap.add_argument("--mpirun", required=True)
@@ -503,7 +521,8 @@ def main():
     ap.add_argument("--workdir", default=os.getcwd())
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
-    {"hang": scenario_hang, "warm-relaunch": scenario_warm_relaunch, "hostile": scenario_hostile,
+    {"hang": scenario_hang, "warm-relaunch": scenario_warm_relaunch,
+     "warm-relaunch-platform": scenario_warm_relaunch_platform, "hostile": scenario_hostile,
      "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart,
      "mpirun-lingers": scenario_mpirun_lingers, "flood": scenario_flood,
      "state-on-live-nodes": scenario_state_on_live_nodes}[a.scenario](a)

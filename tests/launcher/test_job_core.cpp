@@ -880,6 +880,31 @@ TEST_CASE("restarts: a deterministic error (ending_job 78) ends the job at once,
     CHECK_FALSE(any_has(lines, "recovered"));
 }
 
+TEST_CASE("a restore that refuses another platform (ending_job 81) ends the job at once, never relaunched") {
+    Harness h(plan_of(2, "/ckpt"));
+    h.checkpoint = 1;
+    h.start();
+    h.register_all();
+    h.steps(0, 2);
+    const std::string why = "dp1.tp0.pp0: the state restored was written on another platform (cpu_flags)";
+    h.feed(records::EndingJob{flashrec::ft::kExitPlatformMismatch, h.of(kRoles[1]).pid, why});
+    REQUIRE_FALSE(h.asked<SignalJob>().empty());
+    CHECK(h.core->phase() == JobPhase::ending);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.asked<StartAttempt>().size() == 1);
+    CHECK(h.logged("warm_relaunch").empty());
+    CHECK(h.logged("cold_restart").empty());
+    CHECK(h.core->outcome().name == "platform_mismatch");
+    CHECK(h.core->outcome().exit_code == 81);
+    CHECK(h.core->outcome().message.find("cpu_flags") != std::string::npos);
+    const auto lines = summary_lines(h);  // logs job_end
+    CHECK(h.logged("job_end").at(0)["outcome"] == "platform_mismatch");
+    CHECK(h.logged("job_end").at(0)["exit_code"] == 81);
+    CHECK_FALSE(any_has(lines, "recovered"));
+}
+
 TEST_CASE("restarts: the same failure at the same step after a warm relaunch ends the job (80), replayed steps are no progress") {
     Harness h(plan_of(5));
     h.start();

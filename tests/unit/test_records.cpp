@@ -88,6 +88,10 @@ TEST_CASE("every record survives a round trip") {
     round_trip(bare);
     round_trip(ReplayDiverged{"dp1.tp0.pp0", "node1.dp0.tp0.pp0@dp1.tp0.pp0", 24, 16, "adam_m", "1a2b3c4d5e6f7a8b",
                               "0011223344556677"});
+    round_trip(PlatformMismatch{"dp1.tp0.pp0", 77, "in_job", 12, "0.1.0",
+                                {{"cpu_flags", "0123456789abcdef", "fedcba9876543210"}}, false});
+    round_trip(PlatformMismatch{"dp0.tp0.pp0", 78, "relaunch", 0, "0.1.0", {}, true});
+    round_trip(SpareRejected{"spare:4", "node3", "/dev/shm has 1024 bytes free, the role's slots need 4096", 2});
     JobStats s;
     s.role = "dp0.tp0.pp0";
     s.steps = 60;
@@ -114,6 +118,11 @@ TEST_CASE("fields added later read back with their defaults from older records")
     CHECK(JobStats::from_json(j).protection_every == 1);
     j = ReplayDiverged{"dp0.tp0.pp0", "k", 8, 0, "w", "a", "b"}.to_json();
     CHECK(is_typed("replay_diverged"));
+    CHECK(is_typed("platform_mismatch"));
+    CHECK(is_typed("spare_rejected"));
+    json m = PlatformMismatch{"dp0.tp0.pp0", 1, "in_job", 0, "0.1.0", {{"cpu_model", "a", "b"}}, true}.to_json();
+    m["differences"][0].erase("here");
+    CHECK_THROWS_AS(validate(m), RecordError);
     j.erase("buffer");
     CHECK_THROWS_AS(validate(j), RecordError);
 }

@@ -232,3 +232,87 @@ TEST_CASE("the outcome for each process: survivors keep their role, the spare th
     from_hdf5.from_checkpoint = true;
     CHECK(outcome_of(from_hdf5, 0, 0, "hot").tier == 3);
 }
+
+// --- spare admission (issue 29, item 3): a spare takes a role only after its health check ------
+
+namespace {
+std::vector<Report> one_dead_role(std::int64_t need, std::vector<Report> spares) {
+    std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
+                                survivor(3, 10, 9, 1, 10, 9)};
+    for (auto& r : reports) r.shm_need = need;
+    for (auto& s : spares) reports.push_back(std::move(s));
+    return reports;
+}
+Report spare_with(std::int64_t id, std::int64_t room, std::string unhealthy = {}) {
+    Report r = spare(id);
+    r.shm_room = room;
+    r.unhealthy = std::move(unhealthy);
+    return r;
+}
+}  // namespace
+
+TEST_CASE("admission: a spare short of /dev/shm room is passed over for the next one, and named") {
+    const auto reports = one_dead_role(4096, {spare_with(7, 1024), spare_with(8, 1 << 20)});
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.version == 10);
+    CHECK(plan.missing_spares == 0);
+    REQUIRE(plan.replacements.size() == 1);
+    CHECK(plan.replacements[0].process == 4);  // spare 8, not spare 7
+    CHECK(plan.role_of_process == std::vector<int>{0, 2, 3, -1, 1});
+    REQUIRE(plan.rejected_spares.size() == 1);
+    CHECK(plan.rejected_spares[0].process == 3);
+    CHECK(plan.rejected_spares[0].reason.find("1024") != std::string::npos);
+    CHECK(plan.rejected_spares[0].reason.find("4096") != std::string::npos);
+    CHECK(plan.rejected_spares[0].reason.find("node2") != std::string::npos);
+}
+
+TEST_CASE("admission: a spare whose own check failed (its GPU) is passed over") {
+    const auto reports = one_dead_role(4096, {spare_with(7, 1 << 20, "its GPU check failed: cudaMalloc: out of memory"),
+                                              spare_with(8, 1 << 20)});
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.role_of_process == std::vector<int>{0, 2, 3, -1, 1});
+    REQUIRE(plan.rejected_spares.size() == 1);
+    CHECK(plan.rejected_spares[0].reason == "its GPU check failed: cudaMalloc: out of memory");
+}
+
+TEST_CASE("admission: no admissible spare left is the out-of-spares path, and spares not needed are not tried") {
+    const Plan none = make_plan(shape, one_dead_role(4096, {spare_with(7, 0), spare_with(8, 100)}));
+    CHECK(none.missing_spares == 1);
+    CHECK(none.rejected_spares.size() == 2);
+    CHECK(none.role_of_process == std::vector<int>{0, 2, 3, -1, -1});
+    // The first spare passes: the second, short of room, is never tried (and never named).
+    const Plan first = make_plan(shape, one_dead_role(4096, {spare_with(7, 1 << 20), spare_with(8, 0)}));
+    CHECK(first.rejected_spares.empty());
+    CHECK(first.role_of_process == std::vector<int>{0, 2, 3, 1, -1});
+    // Nobody died: nobody is admitted or rejected.
+    std::vector<Report> all{survivor(0, 10, 9, 2, 10, 9), survivor(1, 10, 9, 3, 10, 9), survivor(2, 10, 9, 0, 10, 9),
+                            survivor(3, 10, 9, 1, 10, 9), spare_with(7, 0)};
+    CHECK(make_plan(shape, all).rejected_spares.empty());
+}
+
+TEST_CASE("admission: an unchecked room (-1) and no need pass; the count of admissible spares decides the spawns") {
+    CHECK(admission_problem(spare_with(7, -1), 4096).empty());
+    CHECK(admission_problem(spare_with(7, 0), 0).empty());
+    CHECK_FALSE(admission_problem(spare_with(7, 4095), 4096).empty());
+    CHECK(admission_problem(spare_with(7, 4096), 4096).empty());
+    const auto reports = one_dead_role(4096, {spare_with(7, 1024), spare_with(8, 1 << 20), spare_with(9, -1)});
+    CHECK(shm_need(reports) == 4096);
+    CHECK(admissible_spares(reports) == 2);
+    // A spawned process (higher id) takes the role when the hot spare fails admission.
+    const Plan plan = make_plan(shape, one_dead_role(4096, {spare_with(7, 0), spare_with(2000003, 1 << 20)}));
+    CHECK(plan.role_of_process == std::vector<int>{0, 2, 3, -1, 1});
+    CHECK(plan.rejected_spares.size() == 1);
+}
+
+TEST_CASE("admission fields survive serialization, the reason with its spaces") {
+    Report r = spare_with(7, 123456, "its GPU check failed: cudaMemset: an illegal memory access");
+    const Report back = deserialize(serialize(r));
+    CHECK(back.shm_room == 123456);
+    CHECK(back.unhealthy == r.unhealthy);
+    Report live = survivor(2, 9, 8, 0, 9, 8);
+    live.shm_need = 987654;
+    const Report live_back = deserialize(serialize(live));
+    CHECK(live_back.shm_need == 987654);
+    CHECK(live_back.shm_room == -1);
+    CHECK(live_back.unhealthy.empty());
+}

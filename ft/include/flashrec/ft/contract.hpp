@@ -67,5 +67,11 @@ inline constexpr int kExitNoSpare = 77;
 // relaunch would fail the same way, so the launcher ends the job at once with this code. Sent as
 // the ending_job record's exit_code (runtime/deterministic_end.hpp).
 inline constexpr int kExitDeterministicError = 78;
+// A restore found the role's state written on another platform (CPU model or flags, GPU model,
+// flashrec or trainer build: runtime/platform.hpp) and recovery.require_same_platform refuses
+// it. Sent as the ending_job record's exit_code after a platform_mismatch record; like 78, the
+// launcher ends the job at once: a relaunch would place the role on the same kind of node again.
+// (79 and 80 are flashrec-launch's own.)
+inline constexpr int kExitPlatformMismatch = 81;
 
 }  // namespace flashrec::ft

@@ -113,6 +113,8 @@ public:
     // open, or the spare was released).
     void drop_blanks();
     std::size_t blank_bytes() const;
+    // Shared memory the stores kept here hold (both slots of each).
+    std::size_t store_bytes() const;
     int blanks_taken() const;  // by stores, so far
 
 private:

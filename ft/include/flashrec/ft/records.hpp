@@ -214,6 +214,44 @@ struct ReplayDiverged {
     bool operator==(const ReplayDiverged&) const = default;
 };
 
+// A role's state was restored on a platform other than the one that wrote it (runtime/platform.hpp:
+// CPU model and flags, GPU model, flashrec and trainer build): its steps may compute other bits.
+// By the restoring process, before its first step; `refused`: recovery.require_same_platform is
+// set and the process ends the job with exit code 81 (contract.hpp) right after.
+struct PlatformMismatch {
+    static constexpr char kEvent[] = "platform_mismatch";
+    struct Field {
+        std::string field;   // cpu_model | cpu_flags | gpu_model | flashrec_build | trainer_build
+        std::string writer;  // the value recorded with the state restored
+        std::string here;    // this process's
+        bool operator==(const Field&) const = default;
+    };
+    std::string role;
+    std::int32_t pid = 0;
+    std::string restore;           // in_job | relaunch | checkpoint: where the state came from
+    std::int64_t version = 0;      // the version restored (steps completed)
+    std::string flashrec_version;  // this process's flashrec
+    std::vector<Field> differences;
+    bool refused = false;
+    nlohmann::json to_json() const;
+    static PlatformMismatch from_json(const nlohmann::json& j);
+    bool operator==(const PlatformMismatch&) const = default;
+};
+
+// A spare failed its admission health check in a recovery (its /dev/shm cannot hold the role's
+// snapshot slots, or its GPU does not work) and was passed over: the next spare, a spawned one
+// or the out-of-spares path takes the role. By role 0 of the repaired job, one per spare.
+struct SpareRejected {
+    static constexpr char kEvent[] = "spare_rejected";
+    std::string spare;        // "spare:<process id>"
+    std::string node;
+    std::string reason;
+    std::int64_t epoch = 0;   // the recovery epoch that passed it over
+    nlohmann::json to_json() const;
+    static SpareRejected from_json(const nlohmann::json& j);
+    bool operator==(const SpareRejected&) const = default;
+};
+
 // Checks a record whose "event" names one of the records above (throws RecordError naming the
 // event and field: a wrong type, a missing field, an unknown "v"). Records of other names (a
 // trainer's own events) are not checked here.

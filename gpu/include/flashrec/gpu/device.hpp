@@ -1,5 +1,6 @@
 // Which GPU a process uses, and finding out whether there is one at all.
 #pragma once
+#include <string>
 
 namespace flashrec::gpu {
 
@@ -46,6 +47,15 @@ private:
 
 // The current device of this thread (cudaGetDevice); throws CudaError.
 int current_device();
+
+// The model of this thread's current device ("NVIDIA H100 80GB HBM3"): the platform fingerprint
+// (runtime/platform.hpp). Empty when it cannot be had. Never throws.
+std::string current_device_name() noexcept;
+
+// A spare's admission check of its GPU (issue 29): a small allocation, a memset and a copy back
+// on the current device. Empty when it works, else what failed. Never throws, and leaves no
+// pending CUDA error behind.
+std::string check_current_device() noexcept;
 
 // FLASHREC_GPU_SHARED=1 lets several ranks of one NCCL communicator use one GPU, for tests and
 // benchmarks on a one-GPU machine. NCCL refuses two ranks of a communicator on one device of one

@@ -63,6 +63,9 @@ struct Recovery {
     int max_epochs = 3;               // failed epochs in a row before the job is ended (tier 2)
     bool spawn = true;                // cold spares by MPI_Comm_spawn when no hot spare is left
     int warm_relaunches = 2;          // tier-2 attempts by the launcher
+    // A restore onto another platform (CPU model or flags, GPU, flashrec or trainer build than
+    // the state's writer): false warns (platform_mismatch record), true ends the job (exit 81).
+    bool require_same_platform = false;
 };
 
 struct Slurm {

@@ -45,6 +45,11 @@ public:
     void* stream() const { return stream_; }  // cudaStream_t; nullptr: CUDA's default stream
     // Whether `data` is device memory: false at once when not enabled (no CUDA call).
     bool is_device_pointer(const void* data) const;
+    // The model of the GPU the state lives on (the platform fingerprint); empty when not enabled.
+    std::string gpu_model() const;
+    // A spare's admission check of its GPU: empty when it works, or when the process uses no
+    // CUDA (asked without creating a context: the CPU path stays free of CUDA).
+    static std::string check_gpu();
 
     // Copies host bytes into the live buffers: sources[i] into buffers[which[i]] (device
     // buffers), on the GPU, after the compute stream's work. Waits until they are in place.

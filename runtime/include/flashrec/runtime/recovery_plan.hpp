@@ -37,6 +37,14 @@ struct Report {
     // Own snapshots of the other roles placed on this process's node, as they are in its
     // /dev/shm: a process that dies on a live node leaves them intact (issue 15, case 2).
     std::vector<HeldCopy> local;
+    // A live role: the bytes its snapshot stores take in /dev/shm, what a spare taking a role
+    // needs there (spare admission, docs/recovery.md).
+    std::int64_t shm_need = 0;
+    // A spare (role -1), checked by itself as it reports: what its node's /dev/shm can give its
+    // stores (free space plus the slots it made ahead; -1: not checked), and a check it failed on
+    // its own (its GPU), empty when none.
+    std::int64_t shm_room = -1;
+    std::string unhealthy;
 };
 std::string serialize(const Report& r);
 Report deserialize(const std::string& text);  // throws flashrec::Error on garbage
@@ -51,10 +59,30 @@ struct Replacement {
     bool payload_from_local = false;
 };
 
+// A spare the plan passed over because it failed its admission check.
+struct RejectedSpare {
+    int process = -1;    // index into the reports
+    std::string reason;
+    bool operator==(const RejectedSpare&) const = default;
+};
+
+// Why `spare` may not take a role whose stores need `shm_need` bytes of /dev/shm: its own failed
+// check, or too little room; empty: admitted. (Its process answers: it is in the exchange.) Pure.
+std::string admission_problem(const Report& spare, std::int64_t shm_need);
+// The /dev/shm bytes a role needs: the most any live role's stores take (a dead role's are like
+// its peers'). Pure.
+std::int64_t shm_need(const std::vector<Report>& reports);
+// How many spares would pass admission now: how many dead roles hot spares can take (the rest
+// are spawned). Pure.
+int admissible_spares(const std::vector<Report>& reports);
+
 struct Plan {
     std::vector<int> dead_roles;
     std::vector<Replacement> replacements;
     int missing_spares = 0;      // dead roles without a spare to take them
+    // Spares tried for a dead role, in id order, that failed admission (never given a role);
+    // spares not needed were not tried.
+    std::vector<RejectedSpare> rejected_spares;
     std::int64_t version = -1;   // R: the newest version complete for every role; -1 if none
     std::string problem;         // why there is no version (which role's state is lost)
     std::vector<int> role_of_process;  // after the repair (-1: stays a spare)

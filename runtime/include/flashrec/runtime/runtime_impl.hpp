@@ -31,6 +31,7 @@
 #include "flashrec/runtime/fault_injector.hpp"
 #include "flashrec/runtime/interval.hpp"
 #include "flashrec/runtime/membership.hpp"
+#include "flashrec/runtime/platform.hpp"
 #include "flashrec/runtime/state_registry.hpp"
 #include "flashrec/runtime/topology.hpp"
 #include "flashrec/spares/spares.hpp"
@@ -62,6 +63,7 @@ struct Runtime::Impl {
     bool virtual_nodes = false;  // one machine standing in for job.nodes nodes
     std::vector<std::string> start_args;  // as started: what a spawned replacement runs
     std::int64_t process_id = 0; // stable across repairs: hot spares are used in this order
+    int hot_spare_index = -1;    // i of a hot spare started with the job (role=spare:<i>); -1 otherwise
     spares::Pool spare_pool;     // parked hot spares, as ranks in membership.universe
     runtime::Membership membership;  // role, node map, epoch and this epoch's communicators
 
@@ -225,6 +227,8 @@ struct Runtime::Impl {
     std::optional<Resume> recover();
     std::optional<Resume> recovery_epoch();
     void join_as_spawned();                // a spawned replacement, from the constructor
+    // Role 0 of the repaired job records each spare the plan passed over (spare_rejected).
+    void note_rejected_spares(int me, const recovery::Plan& plan, const std::vector<recovery::Report>& reports);
     // Plans the repair from every live process's report and returns this process's outcome
     // (or ends the job: no spare left; throws ShardLost: no state anywhere, no checkpoint).
     recovery::Outcome decide(int me, const std::vector<recovery::Report>& reports, std::string replacement);
@@ -257,6 +261,15 @@ struct Runtime::Impl {
     // trainer's, or the --resume checkpoint's). A relaunched job never is (it restored a version).
     bool pristine = true;
     bool loop_started = false;  // protect() is refused from here on
+    // The platform fingerprint (platform.hpp): this process's, and the runtime's own envelope
+    // buffer, which carries the state writer's with every snapshot, ring copy and checkpoint.
+    runtime::platform::Fingerprint own_platform;
+    std::vector<std::byte> platform_bytes;
+    void register_platform();  // loop_start, after the trainer's buffers, before any restore
+    // After a restore, before protection rewrites a snapshot: the writer's fingerprint against
+    // this process's. A difference is a platform_mismatch record, or (require_same_platform) the
+    // end of the job with exit code 81. From then on the buffer holds this process's.
+    void check_platform();
     // Before the first step (and again after a recovery that found no version): wait until the
     // starting version is committed everywhere, so that a failure in step 0 restores it from
     // memory like any later version. A failure meanwhile abandons the step (recovery follows).

@@ -34,8 +34,9 @@ public:
 
     // Registers `buffer`, or throws UsageError / Error naming it: registered after the step
     // loop started, empty, null, a name used twice or not 1-63 characters without '/' or
-    // spaces, a device buffer on another CUDA device than the others.
-    void add(ProtectedBuffer buffer, bool loop_started);
+    // spaces, a device buffer on another CUDA device than the others, a name starting "flashrec."
+    // (the runtime's own buffers: `internal`).
+    void add(ProtectedBuffer buffer, bool loop_started, bool internal = false);
 
     const std::vector<ProtectedBuffer>& buffers() const { return buffers_; }
     // The buffer named `name`, or null.
