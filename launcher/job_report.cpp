@@ -1,5 +1,6 @@
 #include "job_report.hpp"
 
+#include <cmath>
 #include <sstream>
 
 namespace flashrec::launcher {
@@ -89,6 +90,32 @@ void JobReport::progress(std::int64_t steps, double loss, double step_seconds, s
     metrics_.failures = failures;
 }
 
+namespace {
+nlohmann::json failure_cost_json(const FailureCost& c) {
+    nlohmann::json j{{"protection_every", c.every},
+                     {"replay_mean_ms", round3(c.replay_mean_ms)},
+                     {"replay_worst_ms", round3(c.replay_worst_ms)},
+                     {"exposed_per_snapshot_ms", round3(c.exposed_per_snapshot_ms)},
+                     {"saved_per_step_ms", round3(c.saved_per_step_ms)}};
+    j["restore_ms"] = c.restore_ms ? nlohmann::json(round3(*c.restore_ms)) : nlohmann::json();
+    j["break_even_steps"] = c.break_even_steps ? nlohmann::json(round3(*c.break_even_steps)) : nlohmann::json();
+    return j;
+}
+
+std::string failure_cost_line(const FailureCost& c) {
+    const std::string k = std::to_string(c.every);
+    std::string line = human_ms(c.replay_mean_ms) + " of replay on average (" + human_ms(c.replay_worst_ms) +
+                       " at worst: " + k + " step(s) at protection.every " + k + ")";
+    line += c.restore_ms ? " + a repair of " + human_ms(*c.restore_ms) + " (this run's median)" : " + the repair";
+    if (c.every > 1)
+        line += "; the interval saves " + human_ms(c.saved_per_step_ms) + " per step" +
+                (c.break_even_steps ? " and pays off while failures are rarer than one per " +
+                                          std::to_string(static_cast<std::int64_t>(std::ceil(*c.break_even_steps))) + " steps"
+                                    : std::string());
+    return line;
+}
+}  // namespace
+
 void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incidents,
                         const std::vector<RestartCost>& restarts, SteadyTime job_start, Effects& fx) {
     std::vector<HangSpan> hangs;
@@ -100,6 +127,8 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
     const ReportTotals t = report_totals(recoveries_, restarts, std::move(hangs),
                                          job_stats_ ? job_stats_->median_step_ms : end.median_step_ms);
     metrics_.time_lost_seconds = t.lost_ms() / 1000;
+    std::optional<FailureCost> cost;
+    if (job_stats_ && job_stats_->protection) cost = failure_cost(*job_stats_, recoveries_);
     nlohmann::json listed = nlohmann::json::array();
     for (const auto& i : incidents)
         listed.push_back({{"incident", i.id}, {"role", i.role}, {"classification", i.rule->classification},
@@ -123,7 +152,8 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
                                           {"in_job_recovery", round3(t.recovery_ms)},
                                           {"relaunch", round3(t.restart_ms)},
                                           {"replayed_steps", round3(t.replay_ms)}}},
-                        {"checkpoints", checkpoints_}});
+                        {"checkpoints", checkpoints_},
+                        {"failure_cost", cost ? failure_cost_json(*cost) : nlohmann::json()}});
 
     say(fx, "------------------------------------------------------------------");
     say(fx, "job " + end.job_name + ": " + end.outcome + ", " + std::to_string(end.steps_completed) + "/" +
@@ -154,6 +184,7 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
                 ", in-job recovery " + human_ms(t.recovery_ms) + ", relaunch " + human_ms(t.restart_ms) +
                 ", replayed steps " + human_ms(t.replay_ms) + ")");
     say(fx, "steps replayed  " + std::to_string(t.steps_replayed));
+    if (cost) say(fx, "a failure costs " + failure_cost_line(*cost));
     if (checkpoints_) say(fx, "checkpoints     " + std::to_string(checkpoints_));
     say(fx, "event log       " + end.events_path);
 }

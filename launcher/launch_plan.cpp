@@ -500,7 +500,8 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
                 ? "snapshot every " + (cfg.protection.every == 1 ? std::string("step")
                                                                  : std::to_string(cfg.protection.every) +
                                                                        " steps (protection.every; a repair replays up to " +
-                                                                       std::to_string(cfg.protection.every) + ")") +
+                                                                       std::to_string(cfg.protection.every) + ", (" +
+                                                                       std::to_string(cfg.protection.every) + " - 1)/2 on average; the summary prices it)") +
                       ", " + std::to_string(cfg.protection.replicas) + " ring replica(s), " + cfg.protection.placement
                 : std::string("off"))
         << "\n";
