@@ -186,9 +186,12 @@ MpiSession::MpiSession(int& argc, char**& argv) {
         MPI_Comm_free(&host);
     }
     host_oversubscribed = on_host > ::sysconf(_SC_NPROCESSORS_ONLN);
+    detector = ft::read_in_band_detector();
+    if (const auto interval = ft::ticker_interval(detector)) ticker.emplace(*interval);
 }
 
 MpiSession::~MpiSession() {
+    ticker.reset();  // its thread's MPI calls must end before MPI_Finalize
     if (std::uncaught_exceptions() == 0) MPI_Finalize();
 }
 
