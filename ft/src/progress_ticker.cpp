@@ -57,6 +57,18 @@ std::optional<std::chrono::milliseconds> ticker_interval(const InBandDetector& d
     return std::chrono::milliseconds(std::max<long long>(1, static_cast<long long>(period_ms / 4)));
 }
 
+std::optional<std::string> detector_mismatch(bool wanted, const InBandDetector& detector) {
+    if (!wanted) return std::nullopt;
+    if (!detector.on)
+        return "mpi.transport asks for shared memory with Open MPI's in-band failure detector, but MPI runs without "
+               "the detector (not started through tools/fr-mpirun with FLASHREC_TRANSPORT?): over sm a rank that "
+               "exit()s may never be reported failed and the survivors hang (docs/ulfm-traps.md trap 1)";
+    if (detector.own_thread)
+        return "Open MPI's in-band failure detector runs its own thread (mpi_ft_detector_thread): MPI_Finalize hung "
+               "after a failure that way (docs/ulfm-traps.md trap 11)";
+    return std::nullopt;
+}
+
 ProgressTicker::ProgressTicker(std::chrono::milliseconds interval) : interval_(interval) {
     MPI_Comm_dup(MPI_COMM_SELF, &comm_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);

@@ -92,3 +92,12 @@ TEST_CASE("progress ticker: only for the in-band detector without its own thread
     CHECK(ticker_interval(InBandDetector{.on = true, .period_s = 0.001}) == 1ms);  // never 0: no busy loop
     CHECK(ticker_interval(InBandDetector{.on = true, .period_s = 0}) == 50ms);      // unreadable period
 }
+
+TEST_CASE("detector mismatch: said only when the job asked for the detector") {
+    using flashrec::ft::detector_mismatch;
+    CHECK_FALSE(detector_mismatch(false, InBandDetector{}));
+    CHECK_FALSE(detector_mismatch(false, InBandDetector{.on = true, .own_thread = true}));
+    CHECK_FALSE(detector_mismatch(true, InBandDetector{.on = true, .period_s = 0.2, .timeout_s = 2}));
+    CHECK(detector_mismatch(true, InBandDetector{})->find("trap 1") != std::string::npos);
+    CHECK(detector_mismatch(true, InBandDetector{.on = true, .own_thread = true})->find("trap 11") != std::string::npos);
+}

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 #include <thread>
 
 namespace flashrec::ft {
@@ -27,6 +28,10 @@ InBandDetector read_in_band_detector();
 // falls in every period even when one is late; nullopt when no ticker is needed (detector off,
 // or it runs its own thread).
 std::optional<std::chrono::milliseconds> ticker_interval(const InBandDetector& detector);
+
+// What is wrong when the job asked for the in-band detector (mpi.transport shm or auto) and MPI
+// runs otherwise; nullopt when they agree or nothing was asked.
+std::optional<std::string> detector_mismatch(bool wanted, const InBandDetector& detector);
 
 // A thread that calls MPI_Iprobe on a private duplicate of MPI_COMM_SELF every `interval`.
 // MPI_COMM_SELF, not a copy of the world: no peer of it can fail, so no recovery ever has to
