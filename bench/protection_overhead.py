@@ -56,6 +56,8 @@ import frlib  # noqa: E402
 
 # tools/fr-mpirun's BTLs when FLASHREC_BTL is unset: flashrec's supported transport.
 SUPPORTED_BTL = "tcp,self"
+# The BTLs of each mpi.transport (tools/fr-mpirun; shm adds the in-band failure detector).
+TRANSPORT_BTL = {"tcp": SUPPORTED_BTL, "shm": "tcp,sm,self", "auto": "tcp,sm,self"}
 # The CPU-bound target: measured ratio <= this x its lower bound.
 TARGET_OVER_BOUND = 1.15
 # What each row records of bench_bandwidth's line.
@@ -143,8 +145,10 @@ def derive(r, payload, cores):
 def print_table(rows):
     print()
     btls = sorted({r.get("btl", SUPPORTED_BTL) for r in rows})
-    print(f"MPI transport (Open MPI btl): {' / '.join(btls)}"
-          + ("" if btls == [SUPPORTED_BTL] else "  <- not flashrec's supported transport: a labelled comparison"))
+    transports = sorted({r.get("transport", "tcp") for r in rows})
+    print(f"MPI transport: mpi.transport {' / '.join(transports)} (Open MPI btl {' / '.join(btls)})"
+          + ("" if set(btls) <= set(TRANSPORT_BTL.values()) else
+             "  <- FLASHREC_BTL overrides the transport's BTLs: a labelled comparison"))
     print("| ranks | sharded MiB | step | off (ms) | on (ms) | ratio | issue's bound | ratio/bound "
           "| transport bound | ratio/transport bound | exposed wait (ms) | prot. CPU ms/step "
           "| passes/byte sender (incl. send) | passes/byte holder "
@@ -193,9 +197,11 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--btl", help="Open MPI BTLs for the jobs and the bandwidth reference (FLASHREC_BTL, "
-                    "read by tools/fr-mpirun); default: fr-mpirun's (tcp,self). 'tcp,sm,self' measures "
-                    "the pipeline over shared memory: a labelled comparison, not the supported transport "
-                    "(docs/limitations.md)")
+                    "read by tools/fr-mpirun), overriding the transport's: a labelled comparison. Use "
+                    "--transport shm for shared memory as flashrec runs it (with the failure detector)")
+    ap.add_argument("--transport", choices=sorted(TRANSPORT_BTL),
+                    help="mpi.transport for the jobs and the bandwidth reference (FLASHREC_TRANSPORT, read by "
+                    "tools/fr-mpirun); default: the environment's, else tcp")
     ap.add_argument("--json")
     ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json (or of "
                     "a bench/run.py suite's JSON) again, bounds and shares recomputed, and run nothing")
@@ -217,7 +223,10 @@ def main():
         ap.error("--build is required")
     if a.btl:
         os.environ["FLASHREC_BTL"] = a.btl
-    btl = os.environ.get("FLASHREC_BTL", SUPPORTED_BTL)
+    if a.transport:
+        os.environ["FLASHREC_TRANSPORT"] = a.transport
+    transport = os.environ.get("FLASHREC_TRANSPORT") or "tcp"
+    btl = os.environ.get("FLASHREC_BTL", TRANSPORT_BTL[transport])
     extra = ""
     if a.chunk_bytes:
         extra += f", chunk_bytes: {a.chunk_bytes}"
@@ -246,6 +255,7 @@ def main():
                     payload = last["snapshot_sent_bytes"]  # per snapshot, to all successors
                     r = {
                         "ranks": ranks, "sharded_state_mib": mib, "device_ms": device_ms, "btl": btl,
+                        "transport": transport,
                         "step": "cpu" if device_ms == 0 else f"device {device_ms} ms",
                         "state_bytes_per_rank": state, "shm_bytes_per_rank": last["shm_bytes"],
                         "step_ms_off": off, "step_ms_on": on, "ratio": on / off,

@@ -62,6 +62,7 @@ json job_start_record(const Plan& plan, bool resume, const std::string& run_id) 
             {"checkpoint_dir", cfg.checkpoint.dir},
             {"hang_timeout_ms", cfg.detection.hang_timeout_ms},
             {"heartbeat_ms", cfg.detection.heartbeat_ms},
+            {"transport", cfg.mpi.transport},
             {"events", plan.events_path.string()}};
 }
 
@@ -111,9 +112,10 @@ std::vector<std::string> child_environment(const Plan& plan, char** inherited, c
                                            const Layout& layout, const ControlAccess& access) {
     std::vector<std::string> env;
     // The variables this launch sets: an inherited value must never reach the ranks.
-    static constexpr std::array<std::string_view, 8> kOurs = {
-        ft::env::kControl, ft::env::kToken,      ft::env::kLaunchId,          ft::env::kRelaunch,
-        ft::env::kResume,  ft::env::kRoleOfRank, ft::env::kCheckpointAndExit, ft::env::kSpareHost};
+    static constexpr std::array<std::string_view, 11> kOurs = {
+        ft::env::kControl,    ft::env::kToken,      ft::env::kLaunchId,        ft::env::kRelaunch,
+        ft::env::kResume,     ft::env::kRoleOfRank, ft::env::kCheckpointAndExit, ft::env::kSpareHost,
+        ft::env::kTransport,  ft::env::kDetectorPeriodMs, ft::env::kDetectorTimeoutMs};
     for (char** e = inherited; *e; ++e) {
         const std::string_view entry(*e);
         const auto ours = [&](std::string_view name) {
@@ -126,6 +128,8 @@ std::vector<std::string> child_environment(const Plan& plan, char** inherited, c
     env.push_back(std::string(ft::env::kLaunchId) + "=" + access.launch_id);
     for (const auto& [name, value] : plan.rank_variables(launch, layout)) env.push_back(name + "=" + value);
     if (!plan.btl_if.empty()) env.push_back(std::string(ft::env::kBtlIf) + "=" + plan.btl_if);
+    // The transport the wrapper turns into MCA flags (train.yaml's, or the environment's override).
+    for (const auto& [name, value] : plan.wrapper_variables()) env.push_back(name + "=" + value);
     return env;
 }
 

@@ -273,6 +273,10 @@ std::vector<std::pair<std::string, std::string>> Plan::rank_variables(const Laun
     return vars;
 }
 
+std::vector<std::pair<std::string, std::string>> Plan::wrapper_variables() const {
+    return config::wrapper_variables(cfg.mpi);
+}
+
 std::vector<std::string> Plan::command(const LaunchKind& kind, const Layout& where) const {
     std::vector<std::string> argv{wrapper, "-n", std::to_string(where.processes.size())};
     // No -x: the ranks inherit mpirun's environment, locally and under Slurm (srun hands it to
@@ -333,6 +337,7 @@ std::string mpirun_wrapper() {
 Plan make_plan(const PlanRequest& request) {
     Plan plan;
     plan.cfg = config::load(request.config_path);
+    plan.cfg.mpi = config::with_environment(plan.cfg.mpi, [](const char* name) { return std::getenv(name); });
     std::error_code ec;
     plan.config_path = fs::absolute(request.config_path, ec);
     if (ec) plan.config_path = request.config_path;
@@ -366,7 +371,8 @@ Plan make_plan(const PlanRequest& request) {
     return plan;
 }
 
-std::optional<std::vector<std::string>> wrapper_flags(const std::string& wrapper, std::string& why) {
+std::optional<std::vector<std::string>> wrapper_flags(const std::string& wrapper, std::string& why,
+                                                     const std::vector<std::pair<std::string, std::string>>& variables) {
     char dir_template[] = "/tmp/flashrec-probe.XXXXXX";
     const char* dir = ::mkdtemp(dir_template);
     if (!dir) {
@@ -384,9 +390,17 @@ std::optional<std::vector<std::string>> wrapper_flags(const std::string& wrapper
     ::chmod(fake.c_str(), 0755);
     std::vector<std::string> env;
     const std::string prefix_var = std::string(ft::env::kMpiPrefix) + "=";
+    const auto replaced = [&](std::string_view entry) {
+        if (entry.rfind(prefix_var, 0) == 0) return true;
+        for (const auto& [name, value] : variables)
+            if (entry.size() > name.size() && entry.substr(0, name.size()) == name && entry[name.size()] == '=')
+                return true;
+        return false;
+    };
     for (char** e = environ; *e; ++e)
-        if (std::string_view(*e).rfind(prefix_var, 0) != 0) env.emplace_back(*e);
+        if (!replaced(*e)) env.emplace_back(*e);
     env.push_back(prefix_var + root.string());
+    for (const auto& [name, value] : variables) env.push_back(name + "=" + value);
     static constexpr const char* kEnd = "--flashrec-probe-end";
     std::optional<std::vector<std::string>> flags;
     try {
@@ -477,7 +491,7 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
     again.resume = false;
     out << "warm relaunch (tier 2) runs\n  " << ft::env::kRelaunch << "=1 " << shell_join(plan.command(again, layout)) << "\n";
     std::string why;
-    const auto flags = wrapper_flags(plan.wrapper, why);
+    const auto flags = wrapper_flags(plan.wrapper, why, plan.wrapper_variables());
     out << "mpirun flags (" << plan.wrapper << " adds them)\n  "
         << (flags ? shell_join(*flags) : "(could not be read: " + why + ")") << "\n";
     out << "environment of the ranks\n"
@@ -489,6 +503,11 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
     out << "\n";
     if (!plan.btl_if.empty())
         out << "MPI network    " << ft::env::kBtlIf << "=" << plan.btl_if << " (unset: the subnet of the route to another node)\n";
+    out << "MPI transport  " << cfg.mpi.transport
+        << (cfg.mpi.transport == "tcp" ? std::string()
+                                       : ", in-band detector every " + std::to_string(cfg.mpi.detector_period_ms) +
+                                             " ms, timeout " + std::to_string(cfg.mpi.detector_timeout_ms) + " ms")
+        << " (mpi.transport; " << ft::env::kTransport << " overrides; the mpirun flags above)\n";
     out << "control plane  " << cfg.detection.bind << ":" << cfg.detection.port << ", heartbeat "
         << cfg.detection.heartbeat_ms << " ms, hang timeout " << cfg.detection.hang_timeout_ms << " ms\n";
     out << "metrics        "

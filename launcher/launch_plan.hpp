@@ -80,6 +80,9 @@ struct Plan {
     std::string local_host;
     std::optional<slurm::Allocation> allocation;  // inside a Slurm job
     std::string btl_if;  // FLASHREC_BTL_IF for mpirun when it was unset ("" = leave it)
+    // cfg.mpi is train.yaml's with the environment's overrides (config::with_environment);
+    // these are the variables that tell the wrapper (config::wrapper_variables).
+    std::vector<std::pair<std::string, std::string>> wrapper_variables() const;
 
     int process_count() const { return static_cast<int>(layout.processes.size()); }
     // Where the hostfile of a Slurm start is written (beside the event log).
@@ -112,7 +115,10 @@ Plan make_plan(const PlanRequest& request);
 std::string mpirun_wrapper();
 // The flags the wrapper gives mpirun, found by running it against a stand-in mpirun that prints
 // its arguments (so they are read from the wrapper, never copied). nullopt + why if it failed.
-std::optional<std::vector<std::string>> wrapper_flags(const std::string& wrapper, std::string& why);
+// `variables` are set for the wrapper on top of this process's environment (the transport's).
+std::optional<std::vector<std::string>> wrapper_flags(
+    const std::string& wrapper, std::string& why,
+    const std::vector<std::pair<std::string, std::string>>& variables = {});
 
 // A command line as a shell would need it typed.
 std::string shell_quote(const std::string& word);

@@ -124,7 +124,7 @@ void Supervisor::setup() {
     if (plan_.events_path.has_parent_path()) std::filesystem::create_directories(plan_.events_path.parent_path(), ec);
     log_ = std::make_shared<ft::EventLog>(plan_.events_path);
     std::string why;
-    const auto mpirun_flags = wrapper_flags(plan_.wrapper, why);
+    const auto mpirun_flags = wrapper_flags(plan_.wrapper, why, plan_.wrapper_variables());
     core_ = std::make_unique<JobCore>(plan_, local_host_, mpirun_flags, now());
 
     const auto& d = plan_.cfg.detection;

@@ -24,6 +24,7 @@
 #include <variant>
 
 #include "flashrec/errors.hpp"
+#include "flashrec/ft/contract.hpp"
 #include "flashrec/slurm/allocation.hpp"
 
 namespace flashrec::config {
@@ -39,6 +40,7 @@ constexpr std::array<std::string_view, 3> kActionNames = {"kill", "exit", "stop"
 constexpr std::array<std::string_view, 2> kJobPlacements = {"block", "cyclic"};
 constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware", "ring"};
 constexpr std::array<std::string_view, 2> kSparePolicies = {"shrink", "checkpoint-and-requeue"};
+constexpr std::array<std::string_view, 3> kTransports = {"tcp", "shm", "auto"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"debug", "info", "warn", "error"};
 
 // yaml-cpp counts lines from 0 and uses -1 for "no position"; messages count from 1, 0 = none.
@@ -169,6 +171,14 @@ const std::vector<Field<Detection>>& detection_fields() {
     };
     return fields;
 }
+const std::vector<Field<Mpi>>& mpi_fields() {
+    static const std::vector<Field<Mpi>> fields = {
+        {.key = "transport", .member = &Mpi::transport, .choices = kTransports},
+        {.key = "detector_period_ms", .member = &Mpi::detector_period_ms, .min = 1},
+        {.key = "detector_timeout_ms", .member = &Mpi::detector_timeout_ms, .min = 1},
+    };
+    return fields;
+}
 const std::vector<Field<Recovery>>& recovery_fields() {
     static const std::vector<Field<Recovery>> fields = {
         {.key = "phase_deadline_ms", .member = &Recovery::phase_deadline_ms, .min = 1},
@@ -204,7 +214,8 @@ std::vector<std::string> keys_of(const std::vector<Field<Section>>& fields) {
 }
 
 const std::vector<std::string> kSections = {"job",       "launch",   "trainer", "protection", "checkpoint",
-                                            "detection", "recovery", "slurm",   "logging",    "faults"};
+                                            "detection", "mpi",      "recovery", "slurm",      "logging",
+                                            "faults"};
 const std::vector<std::string> kFaultKeys = {"role", "step", "phase", "action"};
 
 // Every section's keys, to say where a misplaced key belongs.
@@ -215,6 +226,7 @@ const std::map<std::string, std::vector<std::string>>& section_keys() {
         {"protection", keys_of(protection_fields())},
         {"checkpoint", keys_of(checkpoint_fields())},
         {"detection", keys_of(detection_fields())},
+        {"mpi", keys_of(mpi_fields())},
         {"recovery", keys_of(recovery_fields())},
         {"slurm", keys_of(slurm_fields())},
         {"logging", keys_of(logging_fields())},
@@ -581,6 +593,15 @@ private:
     std::map<std::string, int> lines_;  // dotted key -> the line it was written on
 };
 
+// The in-band detector declares a peer failed after detector_timeout_ms without a heartbeat: a
+// timeout under two periods would declare a peer failed for one late heartbeat.
+std::optional<std::string> detector_problem(const Mpi& mpi) {
+    if (mpi.detector_timeout_ms >= 2 * mpi.detector_period_ms) return std::nullopt;
+    return "must be >= 2 * mpi.detector_period_ms = " + std::to_string(2 * mpi.detector_period_ms) +
+           " (a peer is declared failed after this long without a heartbeat; one late heartbeat must not do it), got " +
+           std::to_string(mpi.detector_timeout_ms);
+}
+
 // Rules that involve more than one field, checked once every section is read.
 void validate(const Config& config, const Reader& reader, const std::vector<FaultOrigin>& origins) {
     const auto check = [&](bool ok, const std::string& field, const std::string& problem) {
@@ -642,6 +663,8 @@ void validate(const Config& config, const Reader& reader, const std::vector<Faul
           "must be > detection.heartbeat_ms = " + std::to_string(detection.heartbeat_ms) + ", got " +
               std::to_string(detection.hang_timeout_ms) + default_note("detection.hang_timeout_ms"));
     check(!detection.bind.empty(), "detection.bind", "must not be empty (an address or host name)");
+    if (const auto problem = detector_problem(config.mpi))
+        check(false, "mpi.detector_timeout_ms", *problem + default_note("mpi.detector_timeout_ms"));
 
     for (std::size_t i = 0; i < config.faults.size(); ++i) {
         if (const auto problem = role_outside(config.faults[i], job))
@@ -689,6 +712,8 @@ Config parse(const std::string& yaml_text, const std::string& path_for_messages)
                 reader.read_section(value, section, config.checkpoint, checkpoint_fields());
             else if (section == "detection")
                 reader.read_section(value, section, config.detection, detection_fields());
+            else if (section == "mpi")
+                reader.read_section(value, section, config.mpi, mpi_fields());
             else if (section == "recovery")
                 reader.read_section(value, section, config.recovery, recovery_fields());
             else if (section == "slurm")
@@ -705,6 +730,42 @@ Config parse(const std::string& yaml_text, const std::string& path_for_messages)
         });
     validate(config, reader, fault_origins);
     return config;
+}
+
+Mpi with_environment(const Mpi& mpi, const std::function<const char*(const char*)>& getenv) {
+    Mpi out = mpi;
+    const auto given = [&](const char* name) -> std::optional<std::string> {
+        const char* value = getenv(name);
+        if (!value || !*value) return std::nullopt;
+        return std::string(value);
+    };
+    const auto fail = [](const char* name, const std::string& problem) {
+        throw ConfigError("environment", 0, name, problem);
+    };
+    if (const auto transport = given(ft::env::kTransport)) {
+        if (std::find(kTransports.begin(), kTransports.end(), *transport) == kTransports.end())
+            fail(ft::env::kTransport, one_of(*transport, kTransports));
+        out.transport = *transport;
+    }
+    const auto milliseconds = [&](const char* name, int& into) {
+        const auto text = given(name);
+        if (!text) return;
+        bool out_of_range = false;
+        const auto value = to_integer<int>(*text, out_of_range);
+        if (!value || *value < 1) fail(name, "must be a whole number of milliseconds >= 1, got " + in_quotes(*text));
+        into = *value;
+    };
+    milliseconds(ft::env::kDetectorPeriodMs, out.detector_period_ms);
+    milliseconds(ft::env::kDetectorTimeoutMs, out.detector_timeout_ms);
+    if (const auto problem = detector_problem(out))
+        fail(ft::env::kDetectorTimeoutMs, "(or mpi.detector_timeout_ms) " + *problem);
+    return out;
+}
+
+std::vector<std::pair<std::string, std::string>> wrapper_variables(const Mpi& mpi) {
+    return {{ft::env::kTransport, mpi.transport},
+            {ft::env::kDetectorPeriodMs, std::to_string(mpi.detector_period_ms)},
+            {ft::env::kDetectorTimeoutMs, std::to_string(mpi.detector_timeout_ms)}};
 }
 
 Config load(const std::string& path) {

@@ -186,9 +186,12 @@ MpiSession::MpiSession(int& argc, char**& argv) {
         MPI_Comm_free(&host);
     }
     host_oversubscribed = on_host > ::sysconf(_SC_NPROCESSORS_ONLN);
+    detector = ft::read_in_band_detector();
+    if (const auto interval = ft::ticker_interval(detector)) ticker.emplace(*interval);
 }
 
 MpiSession::~MpiSession() {
+    ticker.reset();  // its thread's MPI calls must end before MPI_Finalize
     if (std::uncaught_exceptions() == 0) MPI_Finalize();
 }
 
@@ -211,6 +214,9 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     fresh_snapshots = !relaunched;
     pristine = !relaunched;
     timeline.debug = cfg.logging.level == "debug";
+    cfg.mpi = config::with_environment(cfg.mpi, [](const char* name) { return std::getenv(name); });
+    if (const auto problem = ft::detector_mismatch(cfg.mpi.transport != "tcp", mpi.detector); problem && world_rank == 0)
+        std::fprintf(stderr, "flashrec[pid %d]: warning: %s\n", static_cast<int>(getpid()), problem->c_str());
 
     for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
     faults = runtime::FaultInjector(cfg.faults, !spares::was_spawned());

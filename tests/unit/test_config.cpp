@@ -281,7 +281,7 @@ TEST_CASE("bad: YAML syntax error reports yaml-cpp's line") {
 TEST_CASE("bad: shape of the document") {
     CHECK(error_of("- job\n- protection\n") ==
           "train.yaml:1: must be a map of sections (job, launch, trainer, protection, checkpoint, detection, "
-          "recovery, slurm, logging, faults), got a list");
+          "mpi, recovery, slurm, logging, faults), got a list");
     CHECK(contains(error_of("job: {}\n---\njob: {}\n"), "train.yaml:3: holds more than one YAML document"));
     check_error("job: [1, 2]\n", 1, "job", "must be a map of settings, got a list");
     check_error("trainer: 3\n", 1, "trainer", "must be a map (it is handed to the trainer as is), got '3'");

@@ -31,6 +31,13 @@ inline constexpr char kBtlIf[] = "FLASHREC_BTL_IF";
 
 // --- read by the launcher or the ranks, set by the user or by tests ---
 
+// mpi.transport for tools/fr-mpirun: tcp | shm | auto (the launcher sets it from train.yaml;
+// set by the user, it overrides train.yaml). Unset: tcp.
+inline constexpr char kTransport[] = "FLASHREC_TRANSPORT";
+// mpi.detector_period_ms / mpi.detector_timeout_ms for tools/fr-mpirun (shm), the same way.
+inline constexpr char kDetectorPeriodMs[] = "FLASHREC_DETECTOR_PERIOD_MS";
+inline constexpr char kDetectorTimeoutMs[] = "FLASHREC_DETECTOR_TIMEOUT_MS";
+
 // train.yaml of a rank when argv carries no --config.
 inline constexpr char kConfig[] = "FLASHREC_CONFIG";
 // Overrides the name of this process's node (tests simulate several nodes on one machine).

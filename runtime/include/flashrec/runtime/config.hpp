@@ -3,8 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace flashrec::config {
@@ -56,6 +58,18 @@ struct Detection {
     int port = 0;                     // 0: any free port
     bool metrics = false;
     int metrics_port = 0;
+};
+
+// How the MPI job's processes talk (docs/config.md, "mpi"); tools/fr-mpirun turns it into MCA flags.
+//   tcp   btl tcp,self: every byte over TCP, loopback inside a node.
+//   shm   btl tcp,sm,self (shared memory inside a node, TCP between nodes) + Open MPI's in-band
+//         failure detector, without which a rank that exit()s is never reported over sm
+//         (docs/ulfm-traps.md traps 1 and 11).
+//   auto  the fastest of them that passes the ulfm conformance set here (fr-mpirun decides).
+struct Mpi {
+    std::string transport = "tcp";
+    int detector_period_ms = 200;     // heartbeat period of the in-band detector (shm)
+    int detector_timeout_ms = 2000;   // a peer silent this long is declared failed (shm)
 };
 
 struct Recovery {
@@ -115,11 +129,19 @@ struct Config {
     Protection protection;
     Checkpoint checkpoint;
     Detection detection;
+    Mpi mpi;
     Recovery recovery;
     Slurm slurm;
     Logging logging;
     std::vector<Fault> faults;
 };
+
+// `mpi` with the environment's overrides applied (FLASHREC_TRANSPORT, FLASHREC_DETECTOR_PERIOD_MS,
+// FLASHREC_DETECTOR_TIMEOUT_MS; unset or empty: train.yaml's). `getenv` looks a variable up;
+// throws ConfigError (naming the variable) on a value train.yaml would refuse.
+Mpi with_environment(const Mpi& mpi, const std::function<const char*(const char*)>& getenv);
+// What tools/fr-mpirun reads, as (variable, value): the transport and the detector's settings.
+std::vector<std::pair<std::string, std::string>> wrapper_variables(const Mpi& mpi);
 
 // Parses and validates; throws flashrec::ConfigError naming file, line and field.
 Config load(const std::string& path);

@@ -18,6 +18,7 @@
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/control_plane.hpp"
+#include "flashrec/ft/progress_ticker.hpp"
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/quarantine.hpp"
 #include "flashrec/ft/records.hpp"
@@ -49,6 +50,11 @@ struct MpiSession {
     // More MPI processes on this host than it has cores online: Open MPI then yields when
     // idle (mpi_yield_when_idle), and flashrec's waits must not spin either.
     bool host_oversubscribed = false;
+    // Open MPI's in-band failure detector, as MPI was started (the transport's MCA flags).
+    ft::InBandDetector detector;
+    // With that detector on (without its own thread), MPI progress while the trainer computes:
+    // from MPI init to just before MPI_Finalize.
+    std::optional<ft::ProgressTicker> ticker;
 };
 
 struct Runtime::Impl {

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""flashrec's ULFM conformance set (issue 27): death kind x operation x transport.
+
+Each case runs tests/ulfm/ulfm_conformance.cpp on --ranks processes (tools/fr-mpirun, with
+FLASHREC_TRANSPORT set to the transport) under tools/fr-run, which kills it at --timeout. A case
+passes when it ends (never a hang) in
+
+  repaired   every survivor shrank to ranks-1 and an allreduce on the shrunk communicator
+             gave ranks-1, or
+  error      every survivor reported a named error (shrink failed with one) and the job ended;
+
+and, for kind `none` (nobody dies, every rank computes 3 detector timeouts with no MPI call),
+when every rank's barrier afterwards succeeded (no false failure). Anything else fails: a hang,
+a wrong size, a survivor that never reported. Detection ms: from the victim's last line (its
+wall clock just before it died) to each survivor's return from the operation; min-max.
+
+Prints the table and `conformance: N cases, F failed`; exits 1 when any case failed.
+  conformance.py --program build/tests/ulfm_conformance [--transports tcp,shm] [--kinds ...]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools")
+FR_RUN = os.path.join(TOOLS, "fr-run")
+FR_MPIRUN = os.path.join(TOOLS, "fr-mpirun")
+
+KINDS = ["kill", "segv", "abort", "exit3", "_exit3", "_exit76", "_exit77"]
+OPS = ["allreduce", "recv", "anysource", "agree"]
+NAMED = {"PROC_FAILED", "PROC_FAILED_PENDING", "REVOKED"}
+RECORD = re.compile(r"^conformance: (\{.*\})$", re.M)
+
+
+def records(text, role):
+    out = []
+    for m in RECORD.findall(text):
+        try:
+            r = json.loads(m)
+        except ValueError:
+            continue
+        if r.get("role") == role:
+            out.append(r)
+    return out
+
+
+def judge(kind, ranks, text, result):
+    """(passed, outcome, detection text, note) of one case from its output and fr-run's result."""
+    note = "mpirun lingered" if result.get("mpirun_lingered") else ""
+    if result.get("timed_out"):
+        return False, "HANG", "-", note
+    finalized = len(re.findall(r"^finalized rank \d+$", text, re.M))
+    if kind == "none":
+        computers = records(text, "computer")
+        ok = len(computers) == ranks and all(c["barrier"] == "SUCCESS" for c in computers)
+        got = ",".join(sorted({c["barrier"] for c in computers})) or "no report"
+        return ok, "no false failure" if ok else f"FALSE FAILURE ({got}, {len(computers)}/{ranks})", "-", note
+    survivors = records(text, "survivor")
+    victim = records(text, "victim")
+    if len(survivors) != ranks - 1:
+        return False, f"MISSING ({len(survivors)}/{ranks - 1} survivors reported)", "-", note
+    detection = "-"
+    if victim:
+        ms = [(s["error_unix_us"] - victim[0]["death_unix_us"]) / 1000 for s in survivors]
+        detection = f"{min(ms):.0f}-{max(ms):.0f}" if len(ms) > 1 else f"{ms[0]:.0f}"
+    errors = "/".join(sorted({s["error"] for s in survivors}))
+    if finalized < ranks - 1:
+        note = (note + "; " if note else "") + f"{finalized} finalized"
+    if all(s["shrink"] == "SUCCESS" and s["shrunk_size"] == ranks - 1 and s["sum_ok"] for s in survivors):
+        if not all(s["error"] in NAMED for s in survivors):
+            return False, f"WRONG ERROR ({errors}), repaired", detection, note
+        return True, f"repaired ({errors})", detection, note
+    if any(s["shrink"] == "SUCCESS" for s in survivors):
+        sizes = ",".join(str(s["shrunk_size"]) for s in survivors)
+        return False, f"WRONG SIZE ({sizes})", detection, note
+    shrink = "/".join(sorted({s["shrink"] for s in survivors}))
+    ok = all(s["shrink"] in NAMED for s in survivors)
+    return ok, f"error (shrink {shrink})", detection, note
+
+
+def run_case(program, transport, kind, op, ranks, timeout, env_extra):
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        result_path = f.name
+    env = dict(os.environ, FLASHREC_TRANSPORT=transport, **env_extra)
+    start = time.monotonic()
+    p = subprocess.run([FR_RUN, "--timeout", str(timeout), "--result", result_path, "--", FR_MPIRUN, "-n",
+                        str(ranks), program, kind, op], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, env=env)
+    wall = time.monotonic() - start
+    try:
+        with open(result_path) as f:
+            result = json.load(f)
+    except (OSError, ValueError):
+        result = {"timed_out": False}
+    os.unlink(result_path)
+    passed, outcome, detection, note = judge(kind, ranks, p.stdout, result)
+    setup = records(p.stdout, "setup")
+    return {"transport": transport, "kind": kind, "op": op, "passed": passed, "outcome": outcome,
+            "detection_ms": detection, "wall_s": round(wall, 1), "note": note,
+            "detector": setup[0] if setup else None, "output": p.stdout}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--program", required=True, help="the built ulfm_conformance")
+    ap.add_argument("--transports", default="tcp,shm")
+    ap.add_argument("--kinds", default=",".join(KINDS + ["none"]))
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--ranks", type=int, default=3)
+    ap.add_argument("--timeout", type=int, default=40, help="seconds per case before it counts as a hang")
+    ap.add_argument("--json", help="write every case (with its output) here")
+    ap.add_argument("--verbose", action="store_true", help="print the output of failed cases")
+    a = ap.parse_args()
+    cases = []
+    print(f"{'transport':9} {'kind':8} {'op':9} {'outcome':34} {'detect ms':>10} {'wall s':>6}  note", flush=True)
+    for transport in a.transports.split(","):
+        for kind in a.kinds.split(","):
+            for op in ([""] if kind == "none" else a.ops.split(",")):
+                c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {})
+                cases.append(c)
+                mark = "" if c["passed"] else "FAIL "
+                print(f"{transport:9} {kind:8} {c['op']:9} {mark + c['outcome']:34} {c['detection_ms']:>10} "
+                      f"{c['wall_s']:>6}  {c['note']}", flush=True)
+                if not c["passed"] and a.verbose:
+                    print("    | " + c["output"].replace("\n", "\n    | "), flush=True)
+        detectors = {json.dumps(c["detector"], sort_keys=True) for c in cases if c["transport"] == transport and c["detector"]}
+        for d in detectors:
+            print(f"  {transport}: {d}", flush=True)
+    failed = sum(not c["passed"] for c in cases)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(cases, f, indent=1)
+    print(f"conformance: {len(cases)} cases, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+// One case of flashrec's ULFM conformance set (tests/ulfm/conformance.py runs them all):
+//   ulfm_conformance <kind> <op>
+// The last rank dies (<kind>) 200 ms after a barrier while the others are in <op>; they revoke,
+// shrink, and prove the shrunk communicator works (an allreduce of the right sum). Kinds:
+//   kill segv abort        signals (SIGKILL, SIGSEGV, SIGABRT)
+//   exit3 _exit3           exit(3) / _exit(3): a non-zero exit, the death trap 1 is about
+//   _exit76 _exit77        flashrec's own refusals as the runtime ends them (end_job: _exit with
+//                          kExitStateLost / kExitNoSpare, its progress ticker still running)
+//   none                   nobody dies: rank r computes 1 + 1.5 r detector timeouts (1 s at
+//                          least; 1 s with the detector off) without an MPI call, then a barrier must succeed everywhere:
+//                          the ranks that reach the barrier first watch peers still computing,
+//                          and the in-band detector must not declare those failed (trap 11)
+// Ops: allreduce, recv (from the victim), anysource (rank 0: MPI_ANY_SOURCE), agree.
+// --no-ticker: without the progress ticker (the control experiment for kind `none`).
+// Each process prints one typed line, `conformance: {json}`, which the driver reads:
+//   victim:    {"role":"victim","kind":..,"death_unix_us":..}  just before it dies
+//   survivor:  {"role":"survivor","rank":..,"error":"PROC_FAILED|REVOKED|SUCCESS|OTHER(<n>)",
+//               "error_unix_us":..,"shrink":"SUCCESS|..","shrunk_size":..,"sum_ok":..}
+//   computing: {"role":"computer","rank":..,"barrier":"SUCCESS|..."}
+// and "finalized rank <r>" after MPI_Finalize returns. The runtime's own progress ticker runs
+// (ft/progress_ticker.hpp) exactly as in a flashrec job: on when the in-band detector is on.
+#include <mpi.h>
+#include <mpi-ext.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/progress_ticker.hpp"
+
+namespace {
+
+long long unix_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+std::string error_name(int rc) {
+    if (rc == MPI_SUCCESS) return "SUCCESS";
+    int cls = 0;
+    MPI_Error_class(rc, &cls);
+    if (cls == MPIX_ERR_PROC_FAILED) return "PROC_FAILED";
+    if (cls == MPIX_ERR_PROC_FAILED_PENDING) return "PROC_FAILED_PENDING";
+    if (cls == MPIX_ERR_REVOKED) return "REVOKED";
+    return "OTHER(" + std::to_string(cls) + ")";
+}
+
+[[noreturn]] void die(const std::string& kind) {
+    std::printf("conformance: {\"role\":\"victim\",\"kind\":\"%s\",\"death_unix_us\":%lld}\n", kind.c_str(),
+                unix_us());
+    std::fflush(stdout);
+    if (kind == "kill") raise(SIGKILL);
+    if (kind == "segv") raise(SIGSEGV);
+    if (kind == "abort") std::abort();
+    if (kind == "exit3") std::exit(3);
+    if (kind == "_exit3") _exit(3);
+    if (kind == "_exit76") _exit(flashrec::ft::kExitStateLost);
+    if (kind == "_exit77") _exit(flashrec::ft::kExitNoSpare);
+    std::printf("FAIL unknown kind '%s'\n", kind.c_str());
+    std::fflush(stdout);
+    _exit(2);
+}
+
+int run_op(const std::string& op, int rank, int victim) {
+    int x = 1, y = 0;
+    if (op == "allreduce") return MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (op == "recv") return MPI_Recv(&y, 1, MPI_INT, victim, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (op == "anysource")
+        return MPI_Recv(&y, 1, MPI_INT, rank == 0 ? MPI_ANY_SOURCE : victim, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (op == "agree") {
+        int flag = 1;
+        return MPIX_Comm_agree(MPI_COMM_WORLD, &flag);
+    }
+    std::printf("FAIL unknown op '%s'\n", op.c_str());
+    std::fflush(stdout);
+    _exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 3 && !(argc == 4 && std::strcmp(argv[3], "--no-ticker") == 0)) {
+        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker]\n");
+        return 2;
+    }
+    const std::string kind = argv[1], op = argv[2];
+    const bool no_ticker = argc == 4;  // the control experiment: what the ticker prevents
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    int rank = 0, size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    const auto detector = flashrec::ft::read_in_band_detector();
+    std::optional<flashrec::ft::ProgressTicker> ticker;
+    if (const auto interval = flashrec::ft::ticker_interval(detector); interval && !no_ticker)
+        ticker.emplace(*interval);
+    if (rank == 0)
+        std::printf("conformance: {\"role\":\"setup\",\"detector\":%s,\"detector_thread\":%s,\"period_s\":%g,"
+                    "\"timeout_s\":%g,\"ticker_ms\":%lld}\n",
+                    detector.on ? "true" : "false", detector.own_thread ? "true" : "false", detector.period_s,
+                    detector.timeout_s, ticker ? static_cast<long long>(ticker->interval().count()) : 0LL);
+    std::fflush(stdout);
+    const int victim = size - 1;
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    if (kind == "none") {
+        // Open MPI reports its default timeout (10 s) with the detector off: nothing to outlast then.
+        const double timeout = detector.on ? std::max(1.0, detector.timeout_s) : 1.0;
+        const double seconds = timeout * (1 + 1.5 * rank);
+        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+        volatile double sink = 0;
+        while (std::chrono::steady_clock::now() < end) sink = sink + 1;  // no MPI call meanwhile
+        const int rc = MPI_Barrier(MPI_COMM_WORLD);
+        std::printf("conformance: {\"role\":\"computer\",\"rank\":%d,\"seconds\":%g,\"barrier\":\"%s\"}\n", rank,
+                    seconds, error_name(rc).c_str());
+    } else {
+        if (rank == victim) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            die(kind);  // with the ticker still running, as in a flashrec process
+        }
+        const int rc = run_op(op, rank, victim);
+        const long long error_at = unix_us();
+        if (rc != MPI_SUCCESS) MPIX_Comm_revoke(MPI_COMM_WORLD);
+        MPI_Comm shrunk = MPI_COMM_NULL;
+        int shrunk_size = -1, sum_ok = 0;
+        const int shrink_rc = MPIX_Comm_shrink(MPI_COMM_WORLD, &shrunk);
+        if (shrink_rc == MPI_SUCCESS) {
+            MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
+            MPI_Comm_size(shrunk, &shrunk_size);
+            int one = 1, sum = 0;
+            sum_ok = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, shrunk) == MPI_SUCCESS && sum == shrunk_size;
+            MPI_Comm_free(&shrunk);
+        }
+        std::printf("conformance: {\"role\":\"survivor\",\"rank\":%d,\"error\":\"%s\",\"error_unix_us\":%lld,"
+                    "\"shrink\":\"%s\",\"shrunk_size\":%d,\"sum_ok\":%s}\n",
+                    rank, error_name(rc).c_str(), error_at, error_name(shrink_rc).c_str(), shrunk_size,
+                    sum_ok ? "true" : "false");
+    }
+    std::fflush(stdout);
+    ticker.reset();  // before MPI_Finalize
+    MPI_Finalize();
+    std::printf("finalized rank %d\n", rank);
+    std::fflush(stdout);
+    return 0;
+}

@@ -1,0 +1,103 @@
+// mpi.transport (runtime/src/config.cpp) with its environment overrides, and when the progress
+// ticker runs (ft/progress_ticker.hpp): docs/config.md "mpi", docs/ulfm-traps.md trap 11.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+
+#include "flashrec/errors.hpp"
+#include "flashrec/ft/progress_ticker.hpp"
+#include "flashrec/runtime/config.hpp"
+
+namespace config = flashrec::config;
+using flashrec::ft::InBandDetector;
+using flashrec::ft::ticker_interval;
+using namespace std::chrono_literals;
+
+namespace {
+
+config::Mpi with(const config::Mpi& mpi, const std::map<std::string, std::string>& env) {
+    return config::with_environment(mpi, [&](const char* name) -> const char* {
+        const auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+    });
+}
+
+std::string error_of(const std::string& yaml) {
+    try {
+        config::parse(yaml, "train.yaml");
+    } catch (const flashrec::ConfigError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("mpi: defaults, yaml, and what train.yaml refuses") {
+    const auto defaults = config::parse("job: {name: t}\n", "train.yaml").mpi;
+    CHECK(defaults.transport == "tcp");
+    CHECK(defaults.detector_period_ms == 200);
+    CHECK(defaults.detector_timeout_ms == 2000);
+    const auto set = config::parse("mpi: {transport: shm, detector_period_ms: 100, detector_timeout_ms: 500}\n",
+                                   "train.yaml").mpi;
+    CHECK(set.transport == "shm");
+    CHECK(set.detector_period_ms == 100);
+    CHECK(set.detector_timeout_ms == 500);
+    CHECK(config::parse("mpi: {transport: auto}\n", "train.yaml").mpi.transport == "auto");
+    CHECK(error_of("mpi: {transport: sm}\n").find("mpi.transport must be one of tcp, shm, auto") != std::string::npos);
+    CHECK(error_of("mpi: {detector_period_ms: 200, detector_timeout_ms: 300}\n")
+              .find("mpi.detector_timeout_ms must be >= 2 * mpi.detector_period_ms = 400") != std::string::npos);
+    CHECK(error_of("mpi: {detector_period_ms: 0}\n").find("mpi.detector_period_ms") != std::string::npos);
+    // A detection key in the wrong section says where it belongs.
+    CHECK(error_of("detection: {transport: shm}\n").find("it belongs in 'mpi'") != std::string::npos);
+}
+
+TEST_CASE("mpi: the environment overrides train.yaml; empty means unset") {
+    config::Mpi yaml;
+    yaml.transport = "shm";
+    CHECK(with(yaml, {}).transport == "shm");
+    CHECK(with(yaml, {{"FLASHREC_TRANSPORT", ""}}).transport == "shm");
+    CHECK(with(yaml, {{"FLASHREC_TRANSPORT", "tcp"}}).transport == "tcp");
+    const auto both = with(yaml, {{"FLASHREC_DETECTOR_PERIOD_MS", "50"}, {"FLASHREC_DETECTOR_TIMEOUT_MS", "400"}});
+    CHECK(both.detector_period_ms == 50);
+    CHECK(both.detector_timeout_ms == 400);
+    CHECK_THROWS_WITH_AS(with(yaml, {{"FLASHREC_TRANSPORT", "ofi"}}),
+                         doctest::Contains("FLASHREC_TRANSPORT must be one of tcp, shm, auto"), flashrec::ConfigError);
+    CHECK_THROWS_WITH_AS(with(yaml, {{"FLASHREC_DETECTOR_PERIOD_MS", "0.2"}}),
+                         doctest::Contains("whole number of milliseconds"), flashrec::ConfigError);
+    // The override is checked against train.yaml's other value.
+    CHECK_THROWS_WITH_AS(with(yaml, {{"FLASHREC_DETECTOR_PERIOD_MS", "1500"}}),
+                         doctest::Contains(">= 2 * mpi.detector_period_ms = 3000"), flashrec::ConfigError);
+}
+
+TEST_CASE("mpi: what fr-mpirun is told") {
+    config::Mpi mpi;
+    mpi.transport = "auto";
+    mpi.detector_period_ms = 100;
+    mpi.detector_timeout_ms = 1000;
+    const auto vars = config::wrapper_variables(mpi);
+    REQUIRE(vars.size() == 3);
+    CHECK(vars[0] == std::pair<std::string, std::string>{"FLASHREC_TRANSPORT", "auto"});
+    CHECK(vars[1] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR_PERIOD_MS", "100"});
+    CHECK(vars[2] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR_TIMEOUT_MS", "1000"});
+}
+
+TEST_CASE("progress ticker: only for the in-band detector without its own thread") {
+    CHECK_FALSE(ticker_interval(InBandDetector{}));
+    CHECK_FALSE(ticker_interval(InBandDetector{.on = true, .own_thread = true, .period_s = 0.2, .timeout_s = 2}));
+    CHECK(ticker_interval(InBandDetector{.on = true, .own_thread = false, .period_s = 0.2, .timeout_s = 2}) == 50ms);
+    CHECK(ticker_interval(InBandDetector{.on = true, .period_s = 3.0}) == 750ms);
+    CHECK(ticker_interval(InBandDetector{.on = true, .period_s = 0.001}) == 1ms);  // never 0: no busy loop
+    CHECK(ticker_interval(InBandDetector{.on = true, .period_s = 0}) == 50ms);      // unreadable period
+}
+
+TEST_CASE("detector mismatch: said only when the job asked for the detector") {
+    using flashrec::ft::detector_mismatch;
+    CHECK_FALSE(detector_mismatch(false, InBandDetector{}));
+    CHECK_FALSE(detector_mismatch(false, InBandDetector{.on = true, .own_thread = true}));
+    CHECK_FALSE(detector_mismatch(true, InBandDetector{.on = true, .period_s = 0.2, .timeout_s = 2}));
+    CHECK(detector_mismatch(true, InBandDetector{})->find("trap 1") != std::string::npos);
+    CHECK(detector_mismatch(true, InBandDetector{.on = true, .own_thread = true})->find("trap 11") != std::string::npos);
+}
