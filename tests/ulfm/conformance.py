@@ -14,6 +14,10 @@ when every rank's barrier afterwards succeeded (no false failure). Anything else
 a wrong size, a survivor that never reported. Detection ms: from the victim's last line (its
 wall clock just before it died) to each survivor's return from the operation; min-max.
 
+Operation `spawn` (the survivors in MPI_Comm_spawn) is not in the default set: it hangs over tcp
+and returns an unnamed error over shm (docs/ulfm-traps.md, "A death while the survivors are
+inside MPI_Comm_spawn"); `--ops spawn` runs it.
+
 Prints the table and `conformance: N cases, F failed`; exits 1 when any case failed.
   conformance.py --program build/tests/ulfm_conformance [--transports tcp,shm] [--kinds ...]
 """

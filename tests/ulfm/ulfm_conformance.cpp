@@ -10,7 +10,8 @@
 //                          least; 1 s with the detector off) without an MPI call, then a barrier must succeed everywhere:
 //                          the ranks that reach the barrier first watch peers still computing,
 //                          and the in-band detector must not declare those failed (trap 11)
-// Ops: allreduce, recv (from the victim), anysource (rank 0: MPI_ANY_SOURCE), agree.
+// Ops: allreduce, recv (from the victim), anysource (rank 0: MPI_ANY_SOURCE), agree, spawn
+// (MPI_Comm_spawn of one child over MPI_COMM_WORLD, then a barrier).
 // --no-ticker: without the progress ticker (the control experiment for kind `none`).
 // Each process prints one typed line, `conformance: {json}`, which the driver reads:
 //   victim:    {"role":"victim","kind":..,"death_unix_us":..}  just before it dies
@@ -70,6 +71,8 @@ std::string error_name(int rc) {
     _exit(2);
 }
 
+char* self_path = nullptr;  // argv[0]: what the spawn op starts
+
 int run_op(const std::string& op, int rank, int victim) {
     int x = 1, y = 0;
     if (op == "allreduce") return MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -80,6 +83,23 @@ int run_op(const std::string& op, int rank, int victim) {
         int flag = 1;
         return MPIX_Comm_agree(MPI_COMM_WORLD, &flag);
     }
+    if (op == "spawn") {
+        // The survivors spawn one child while the victim (which never joins) dies. A spawn
+        // that completed before the death was noticed is fine; the barrier after it must then
+        // report the death.
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "map_by", "slot:OVERSUBSCRIBE");
+        char child_flag[] = "--child";
+        char* args[] = {child_flag, nullptr};
+        MPI_Comm inter = MPI_COMM_NULL;
+        int errcode = 0;
+        const int rc = MPI_Comm_spawn(self_path, args, 1, info, 0, MPI_COMM_WORLD, &inter, &errcode);
+        MPI_Info_free(&info);
+        if (rc != MPI_SUCCESS) return rc;
+        MPI_Comm_free(&inter);  // both sides free it (docs/ulfm-traps.md trap 5)
+        return MPI_Barrier(MPI_COMM_WORLD);
+    }
     std::printf("FAIL unknown op '%s'\n", op.c_str());
     std::fflush(stdout);
     _exit(2);
@@ -88,6 +108,17 @@ int run_op(const std::string& op, int rank, int victim) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    self_path = argv[0];
+    if (argc == 2 && std::strcmp(argv[1], "--child") == 0) {  // spawned by the spawn op
+        MPI_Init(&argc, &argv);
+        MPI_Comm parent = MPI_COMM_NULL;
+        MPI_Comm_get_parent(&parent);
+        if (parent != MPI_COMM_NULL) MPI_Comm_free(&parent);
+        std::printf("conformance: {\"role\":\"child\"}\n");
+        std::fflush(stdout);
+        MPI_Finalize();
+        return 0;
+    }
     if (argc != 3 && !(argc == 4 && std::strcmp(argv[3], "--no-ticker") == 0)) {
         std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker]\n");
         return 2;
