@@ -457,21 +457,25 @@ def fit_faults(faults, period, last=28):
     return out
 
 
-def config_with_every(config_dir, config, every):
-    """`config` with protection.every set (the same job name: its baseline at k = 1 is the one to
-    match), written under a temporary directory; the config itself when every is 1."""
-    if every == "1":
+def config_with_every(config_dir, config, every, job_suffix=""):
+    """`config` with protection.every set, written under a temporary directory; the config itself
+    when every is 1 and there is no job_suffix. job_suffix renames the job (its /dev/shm segments),
+    for a soak run beside other checkouts' tests that use the same configs."""
+    if every == "1" and not job_suffix:
         return config
     with open(os.path.join(config_dir, config)) as f:
         text = f.read()
-    setting = AUTO[1:-1] if every == "auto" else f"every: {every}"
-    if re.search(r"^protection:\s*\{", text, re.M):
-        text = re.sub(r"^protection:\s*\{", "protection: {" + setting + ", ", text, flags=re.M)
-    else:
-        text += "protection: {" + setting + "}\n"
+    if every != "1":
+        setting = AUTO[1:-1] if every == "auto" else f"every: {every}"
+        if re.search(r"^protection:\s*\{", text, re.M):
+            text = re.sub(r"^protection:\s*\{", "protection: {" + setting + ", ", text, flags=re.M)
+        else:
+            text += "protection: {" + setting + "}\n"
+    if job_suffix:
+        text = re.sub(r"(job:\s*\{\s*name:\s*)([\w-]+)", rf"\g<1>\g<2>-{job_suffix}", text)
     folder = os.path.join(tempfile.gettempdir(), f"flashrec-chaos-every-{os.getuid()}")
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"every-{every}-{config}")
+    path = os.path.join(folder, f"every-{every}{'-' + job_suffix if job_suffix else ''}-{config}")
     with open(path, "w") as f:
         f.write(text)
     return path
@@ -531,7 +535,7 @@ def chaos_trial(rng, t, categories=None, cycle=False, every_rng=None, everies=No
     return name, ranks, configs(ranks, shards)[kind], faults, expect, refusal, every
 
 
-def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False, everies=None):
+def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False, everies=None, job_suffix=""):
     rng = random.Random(seed)
     every_rng = random.Random(f"{seed}/protection.every")
     table = {"identical": 0, "documented refusal": 0, "wrong": 0, "hung": 0, "leaked": 0}
@@ -545,7 +549,7 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False,
             res, detail = {"output": out, "seconds": seconds}, ""
         else:
             category = name.split()[-1]
-            verdict, res = chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every)
+            verdict, res = chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every, job_suffix)
             out, seconds, detail = res["output"], res["seconds"], " ".join(faults)
         table[verdict] += 1
         row = by_category.setdefault(category, dict.fromkeys(table, 0))
@@ -565,12 +569,14 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False,
     print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items()) + f" (trials {trials}, seed {seed})")
 
 
-def chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every="1"):
+def chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every="1", job_suffix=""):
     config, extra = config
-    want = r.baseline(ranks, config, extra)  # at k = 1: the state is the same for every k
-    res = r.run(ranks, config_with_every(r.config_dir, config, every), faults, extra)
+    # At k = 1: the state is the same for every k.
+    want = r.baseline(ranks, config_with_every(r.config_dir, config, "1", job_suffix), extra)
+    run_config = config_with_every(r.config_dir, config, every, job_suffix)
+    res = r.run(ranks, run_config, faults, extra)
     out = res["output"]
-    job = job_name(os.path.join(r.config_dir, config))
+    job = job_name(os.path.join(r.config_dir, run_config))
     leaked_procs = "fr-run: FAIL" in out and "left" in out
     left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
     # mpirun's exit code says little under ULFM (docs/ulfm-traps.md trap 9): judged by the ranks'
@@ -622,6 +628,8 @@ def main():
     c.add_argument("--cycle", action="store_true", help="take the categories in turn instead of at random")
     c.add_argument("--every", nargs="+", choices=EVERY, default=EVERY,
                    help="the protection.every values drawn (default: all; 1 alone: the soak before issue 30)")
+    c.add_argument("--job-suffix", default="", help="appended to the in-job trials' job names (their /dev/shm "
+                   "segments), to run beside another checkout's tests of the same configs")
     s = sub.add_parser("soak")
     s.add_argument("--trials", type=int, default=10)
     s.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -653,7 +661,7 @@ def main():
             categories = categories or IN_JOB + chaos_launch.CATEGORIES
         elif categories and set(categories) & set(chaos_launch.CATEGORIES):
             ap.error("launcher categories need --launcher and --launch-config")
-        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle, a.every)
+        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle, a.every, a.job_suffix)
     else:
         print(f"soak: {a.trials} trials, seed {a.seed}")
         soak(r, a.trials, a.seed)
