@@ -39,6 +39,16 @@ hits both alike. Every row prints
     and its ratio to the issue's bound; and for every row the replication ceiling: with every
     rank moving its payload at once, `cores / (ranks x cost)` GB/s per rank, against p2p.
 Role 0's figures (job_stats); on this VM every rank runs the same work.
+
+  protection_overhead.py --build BUILD --every 1 2 4 8 16 auto [--ranks 2] [--state-mib 64 256]
+                         [--steps 96] [--pairs 2] [--budget 0.03]
+
+With --every, the protection.every table instead (issue 30): per (ranks, state) one run without
+protection and one per k, alternating, `pairs` times. Each row: the mean step after the first
+(under k > 1 the median hides the snapshotting steps) and its ratio to the run without
+protection; the median step with and without a snapshot and their difference (what a snapshot
+adds to its step); under auto the k it ended with; and the expected replay per failure at that
+k, (k - 1) / 2 steps x the unprotected step ((k - 1) at worst; runtime::failure_cost's arithmetic).
 """
 import argparse
 import json
@@ -184,6 +194,63 @@ def kernel_columns(r):
             f"({100 * r['replication_ceiling_share_of_p2p']:.0f} %)")
 
 
+def every_config_text(ranks, state_mib, steps, every, device_ms, budget):
+    if every == "off":
+        return config_text(ranks, state_mib, steps, False, device_ms)
+    extra = f", every: {every}" + (f", overhead_budget: {budget}" if every == "auto" else "")
+    return config_text(ranks, state_mib, steps, True, device_ms, extra).replace(
+        "name: bench-prot-", f"name: bench-every{every}-")
+
+
+def every_table(a, tmp):
+    """protection.every = k for each k of --every, against no protection, within one run."""
+    rows = []
+    kinds = ["off"] + a.every
+    for ranks in a.ranks:
+        for mib in a.state_mib:
+            paths = {}
+            for every in kinds:
+                paths[every] = os.path.join(tmp, f"every-{ranks}-{mib}-{every}.yaml")
+                with open(paths[every], "w") as f:
+                    f.write(every_config_text(ranks, mib, a.steps, every, a.device_ms[0], a.budget))
+            runs = {every: [] for every in kinds}
+            for _ in range(a.pairs):
+                for every in kinds:
+                    runs[every].append(run_job(a.build, ranks, paths[every], a.timeout))
+            off = med(runs["off"], "mean_step_ms")
+            for every in a.every:
+                rs = runs[every]
+                mean = med(rs, "mean_step_ms")
+                prot, unprot = med(rs, "protected_step_ms"), med(rs, "unprotected_step_ms")
+                k = int(statistics.median(r["protection_every"] for r in rs))
+                step = unprot if unprot == unprot else off  # NaN at k = 1: no unsnapshotted step
+                row = {"ranks": ranks, "sharded_state_mib": mib, "every": every, "k": k,
+                       "ks": [r["protection_every"] for r in rs], "step_ms_off": off, "step_ms_on": mean,
+                       "ratio": mean / off, "protected_step_ms": prot, "unprotected_step_ms": unprot,
+                       "exposed_ms": prot - unprot if unprot == unprot else prot - off,
+                       "snapshots": med(rs, "snapshots"), "steps": a.steps,
+                       "expected_replay_steps": (k - 1) / 2, "worst_replay_steps": k - 1,
+                       "expected_replay_ms": (k - 1) / 2 * step, "worst_replay_ms": (k - 1) * step}
+                rows.append(row)
+                print(f"ranks {ranks} state {mib} MiB every {every}: k {row['ks']}, mean step {mean:.2f} ms "
+                      f"(off {off:.2f}), ratio {row['ratio']:.3f}, snapshot adds {row['exposed_ms']:.2f} ms to its step, "
+                      f"replay per failure {row['expected_replay_ms']:.1f} ms expected", flush=True)
+    print()
+    print(f"protection.every, {a.pairs} run(s) each, {a.steps} steps, CPU-bound step, ratios within this run "
+          f"({os.cpu_count()} cores; a shared, loaded machine makes the absolute times noisy)")
+    print("| ranks | sharded MiB | every | k (per run) | off: mean step (ms) | on: mean step (ms) | overhead ratio "
+          "| step with / without a snapshot (ms) | snapshot adds (ms) | expected replay per failure: steps (ms) "
+          "| worst: steps (ms) |")
+    print("|" + "---|" * 11)
+    for r in rows:
+        print(f"| {r['ranks']} | {r['sharded_state_mib']} | {r['every']} | {'/'.join(map(str, r['ks']))} | "
+              f"{r['step_ms_off']:.2f} | {r['step_ms_on']:.2f} | {r['ratio']:.3f} | "
+              f"{r['protected_step_ms']:.2f} / {r['unprotected_step_ms']:.2f} | {r['exposed_ms']:.2f} | "
+              f"{r['expected_replay_steps']:.1f} ({r['expected_replay_ms']:.1f}) | "
+              f"{r['worst_replay_steps']} ({r['worst_replay_ms']:.1f}) |")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", help="build directory (required unless --from-json)")
@@ -202,6 +269,9 @@ def main():
     ap.add_argument("--transport", choices=sorted(TRANSPORT_BTL),
                     help="mpi.transport for the jobs and the bandwidth reference (FLASHREC_TRANSPORT, read by "
                     "tools/fr-mpirun); default: the environment's, else tcp")
+    ap.add_argument("--every", nargs="+", help="the protection.every table for these values "
+                    "(integers and/or auto) instead of the overhead table")
+    ap.add_argument("--budget", type=float, default=0.03, help="protection.overhead_budget of the auto runs")
     ap.add_argument("--json")
     ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json (or of "
                     "a bench/run.py suite's JSON) again, bounds and shares recomputed, and run nothing")
@@ -233,6 +303,13 @@ def main():
     if a.thread_nice is not None:
         extra += f", thread_nice: {a.thread_nice}"
     rows = []
+    if a.every:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = every_table(a, tmp)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in a.ranks:
             for mib in a.state_mib:

@@ -112,6 +112,8 @@ void JobCore::handle(const ft::records::JobStats& stats, Now, Effects&) {
     incidents_.on(stats);
 }
 
+void JobCore::handle(const ft::records::ProtectionInterval& interval, Now, Effects&) { report_.on(interval); }
+
 void JobCore::handle(const RecoveryRecord& record, Now now, Effects& fx) {
     const auto& r = record.recovery;
     report_.on(r);

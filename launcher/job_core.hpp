@@ -60,6 +60,7 @@ private:
     void handle(const ft::records::MpiErrorSeen& error, Now now, Effects& fx);
     void handle(const ft::records::SpareReleased& released, Now now, Effects& fx);
     void handle(const ft::records::JobStats& stats, Now now, Effects& fx);
+    void handle(const ft::records::ProtectionInterval& interval, Now now, Effects& fx);
     void handle(const RecoveryRecord& record, Now now, Effects& fx);
     void handle(const RankHung& hung, Now now, Effects& fx);
     void handle(const RankLost& lost, Now now, Effects& fx);

@@ -73,7 +73,7 @@ struct TeardownDone {
 
 using Input = std::variant<ft::records::Step, ft::records::FaultInjected, ft::records::CheckpointPublished,
                            ft::records::EndingJob, ft::records::RoleFinished, ft::records::MpiErrorSeen,
-                           ft::records::SpareReleased, ft::records::JobStats, RecoveryRecord, RankHung,
+                           ft::records::SpareReleased, ft::records::JobStats, ft::records::ProtectionInterval, RecoveryRecord, RankHung,
                            RankLost, MpirunExited, DaemonLost, SignalReceived, Tick, AttemptStarted, TeardownDone>;
 
 // A rank's record as an input: nullopt for records the launcher does not act on (a trainer's own

@@ -1,7 +1,10 @@
 #include "job_report.hpp"
 
-#include <cmath>
+#include <algorithm>
+#include <cstdio>
 #include <sstream>
+
+#include "flashrec/runtime/interval_choice.hpp"
 
 namespace flashrec::launcher {
 
@@ -91,30 +94,32 @@ void JobReport::progress(std::int64_t steps, double loss, double step_seconds, s
 }
 
 namespace {
-nlohmann::json failure_cost_json(const FailureCost& c) {
-    nlohmann::json j{{"protection_every", c.every},
-                     {"replay_mean_ms", round3(c.replay_mean_ms)},
-                     {"replay_worst_ms", round3(c.replay_worst_ms)},
-                     {"exposed_per_snapshot_ms", round3(c.exposed_per_snapshot_ms)},
-                     {"saved_per_step_ms", round3(c.saved_per_step_ms)}};
-    j["restore_ms"] = c.restore_ms ? nlohmann::json(round3(*c.restore_ms)) : nlohmann::json();
-    j["break_even_steps"] = c.break_even_steps ? nlohmann::json(round3(*c.break_even_steps)) : nlohmann::json();
-    return j;
+
+std::string fixed(double value, int digits) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.*f", digits, value);
+    return text;
 }
 
-std::string failure_cost_line(const FailureCost& c) {
-    const std::string k = std::to_string(c.every);
-    std::string line = human_ms(c.replay_mean_ms) + " of replay on average (" + human_ms(c.replay_worst_ms) +
-                       " at worst: " + k + " step(s) at protection.every " + k + ")";
-    line += c.restore_ms ? " + a repair of " + human_ms(*c.restore_ms) + " (this run's median)" : " + the repair";
-    if (c.every > 1)
-        line += "; the interval saves " + human_ms(c.saved_per_step_ms) + " per step" +
-                (c.break_even_steps ? " and pays off while failures are rarer than one per " +
-                                          std::to_string(static_cast<std::int64_t>(std::ceil(*c.break_even_steps))) + " steps"
-                                    : std::string());
-    return line;
-}
 }  // namespace
+
+std::optional<JobReport::ProtectionFigures> JobReport::protection_figures() const {
+    if (!job_stats_ || !job_stats_->protection) return std::nullopt;
+    const auto& s = *job_stats_;
+    ProtectionFigures f;
+    f.every = s.protection_every;
+    f.automatic = s.protection_auto;
+    f.step_ms = s.unprotected_step_ms.value_or(s.median_step_ms);
+    if (s.unprotected_step_ms && s.protected_step_ms)
+        f.exposed_ms = std::max(0.0, *s.protected_step_ms - *s.unprotected_step_ms);
+    double restore = 0;
+    int repairs = 0;
+    for (const auto& r : recoveries_)
+        if (r.replacement != "relaunch") restore += r.total_ms, ++repairs;
+    if (repairs) f.restore_ms = restore / repairs;
+    f.cost = runtime::failure_cost({f.every, f.step_ms, f.exposed_ms.value_or(0), f.restore_ms.value_or(0)});
+    return f;
+}
 
 void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incidents,
                         const std::vector<RestartCost>& restarts, SteadyTime job_start, Effects& fx) {
@@ -127,8 +132,6 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
     const ReportTotals t = report_totals(recoveries_, restarts, std::move(hangs),
                                          job_stats_ ? job_stats_->median_step_ms : end.median_step_ms);
     metrics_.time_lost_seconds = t.lost_ms() / 1000;
-    std::optional<FailureCost> cost;
-    if (job_stats_ && job_stats_->protection) cost = failure_cost(*job_stats_, recoveries_);
     nlohmann::json listed = nlohmann::json::array();
     for (const auto& i : incidents)
         listed.push_back({{"incident", i.id}, {"role", i.role}, {"classification", i.rule->classification},
@@ -152,8 +155,27 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
                                           {"in_job_recovery", round3(t.recovery_ms)},
                                           {"relaunch", round3(t.restart_ms)},
                                           {"replayed_steps", round3(t.replay_ms)}}},
-                        {"checkpoints", checkpoints_},
-                        {"failure_cost", cost ? failure_cost_json(*cost) : nlohmann::json()}});
+                        {"checkpoints", checkpoints_}});
+    const auto protection = protection_figures();
+    if (protection) {
+        const auto& c = protection->cost;
+        nlohmann::json cost = {{"expected_replayed_steps", c.expected_replayed_steps},
+                               {"worst_replayed_steps", c.worst_replayed_steps},
+                               {"step_ms", round3(protection->step_ms)},
+                               {"expected_ms", round3(c.expected_ms)},
+                               {"worst_ms", round3(c.worst_ms)}};
+        if (protection->restore_ms) cost["restore_ms"] = round3(*protection->restore_ms);
+        if (protection->exposed_ms) {
+            cost["snapshot_exposed_ms"] = round3(*protection->exposed_ms);
+            cost["overhead_ms_per_step"] = round3(c.overhead_ms_per_step);
+            cost["saved_ms_per_step"] = round3(c.saved_ms_per_step);
+            if (c.break_even_steps) cost["break_even_steps"] = round3(*c.break_even_steps);
+        }
+        log(fx, "failure_cost", {{"protection_every", protection->every},
+                                 {"protection_auto", protection->automatic},
+                                 {"interval_changes", interval_changes_},
+                                 {"estimate", cost}});
+    }
 
     say(fx, "------------------------------------------------------------------");
     say(fx, "job " + end.job_name + ": " + end.outcome + ", " + std::to_string(end.steps_completed) + "/" +
@@ -184,7 +206,30 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
                 ", in-job recovery " + human_ms(t.recovery_ms) + ", relaunch " + human_ms(t.restart_ms) +
                 ", replayed steps " + human_ms(t.replay_ms) + ")");
     say(fx, "steps replayed  " + std::to_string(t.steps_replayed));
-    if (cost) say(fx, "a failure costs " + failure_cost_line(*cost));
+    if (protection) {
+        const auto& c = protection->cost;
+        std::string line = "protection      every " + (protection->every == 1 ? std::string("step") : std::to_string(protection->every) + " steps");
+        if (protection->automatic)
+            line += " (protection.every = auto: " + std::to_string(interval_changes_) + " change(s)" +
+                    (last_interval_ ? ", the last at step " + std::to_string(last_interval_->step) + ": " + last_interval_->reason
+                                    : std::string()) + ")";
+        say(fx, line);
+        say(fx, "failure cost    " + fixed(c.expected_replayed_steps, 1) + " steps replayed x " + fixed(protection->step_ms, 3) +
+                    " ms + restore " + (protection->restore_ms ? human_ms(*protection->restore_ms) : std::string("(not measured: no in-job repair)")) +
+                    " = " + human_ms(c.expected_ms) + " expected per failure (worst " +
+                    std::to_string(c.worst_replayed_steps) + " steps: " + human_ms(c.worst_ms) + ")");
+        if (protection->exposed_ms)
+            say(fx, "                protection " + fixed(c.overhead_ms_per_step, 3) + " ms/step at k = " +
+                        std::to_string(protection->every) + " against " + fixed(c.every_step_ms_per_step, 3) +
+                        " ms/step at k = 1" +
+                        (c.break_even_steps ? ": saves " + fixed(c.saved_ms_per_step, 3) +
+                                                  " ms/step, more than its replays cost while failures are over " +
+                                                  fixed(*c.break_even_steps, 0) + " steps apart"
+                                            : std::string()));
+        else
+            say(fx, "                the step without a snapshot was not measured (every step snapshots at k = 1): "
+                    "protection.every = auto or k > 1 measures it");
+    }
     if (checkpoints_) say(fx, "checkpoints     " + std::to_string(checkpoints_));
     say(fx, "event log       " + end.events_path);
 }

@@ -13,6 +13,7 @@
 
 #include "controller.hpp"
 #include "flashrec/ft/records.hpp"
+#include "flashrec/runtime/interval_choice.hpp"
 #include "incidents.hpp"
 #include "job_effects.hpp"
 #include "job_time.hpp"
@@ -63,6 +64,11 @@ public:
     std::string on_in_job_recovery(const ft::records::Recovery& r, Effects& fx);
     void on(const ft::records::CheckpointPublished& c, Effects& fx);
     void on(const ft::records::JobStats& stats) { job_stats_ = stats; }
+    // protection.every = auto chose another k (the summary says the last choice and why).
+    void on(const ft::records::ProtectionInterval& interval) {
+        ++interval_changes_;
+        last_interval_ = interval;
+    }
     void restart_done(int tier, double total_ms, const std::string& text);
     void restart_started(Restart kind) { ++(kind == Restart::warm_relaunch ? metrics_.warm_relaunches : metrics_.cold_restarts); }
     // The controller's view and the job's progress, as of a tick.
@@ -76,10 +82,24 @@ public:
     void summary(const JobEnding& end, const std::vector<Incident>& incidents, const std::vector<RestartCost>& restarts,
                  SteadyTime job_start, Effects& fx);
 
+    // What protection cost and what a failure costs under it, from the leader's job_stats and
+    // the in-job repairs (nullopt: no job_stats, or protection off).
+    struct ProtectionFigures {
+        std::int64_t every = 1;
+        bool automatic = false;
+        double step_ms = 0;                  // a step without a snapshot (else the median step)
+        std::optional<double> exposed_ms;    // what a snapshot adds to its step (k > 1 only)
+        std::optional<double> restore_ms;    // the mean in-job repair (none: no failure)
+        runtime::FailureCost cost;
+    };
+    std::optional<ProtectionFigures> protection_figures() const;
+
 private:
     std::vector<ft::records::Recovery> recoveries_;
     std::size_t checkpoints_ = 0;
     std::optional<ft::records::JobStats> job_stats_;
+    std::size_t interval_changes_ = 0;
+    std::optional<ft::records::ProtectionInterval> last_interval_;
     std::string last_recovery_text_ = "none";
     JobMetrics metrics_;
 };

@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "flashrec/runtime/interval_choice.hpp"
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/checkpoint.hpp"
@@ -450,6 +451,45 @@ std::string shell_join(const std::vector<std::string>& argv) {
     return out;
 }
 
+namespace {
+
+std::string interval_text(const config::Protection& p) {
+    if (p.every_auto()) {
+        char budget[32];
+        std::snprintf(budget, sizeof budget, "%g %%", p.overhead_budget * 100);
+        return "snapshot every k steps, k = 1, 2, 4 ... " + std::to_string(p.max_every) +
+               " chosen while the job runs (protection.every = auto: the smallest k whose exposed cost per step "
+               "stays within " + budget + " of the step; a repair replays up to k)";
+    }
+    if (p.every == 1) return "snapshot every step";
+    return "snapshot every " + std::to_string(p.every) + " steps (protection.every; a repair replays up to " +
+           std::to_string(p.every) + ")";
+}
+
+// Before the job runs neither the step time nor a snapshot's cost is known: the estimate is in
+// those units, and says so (the summary gives it in ms from what the job measured).
+std::string failure_cost_estimate(const config::Protection& p) {
+    const auto line = [](std::int64_t k) {
+        const auto c = runtime::failure_cost({k, 1.0, 1.0, 0.0});
+        char text[256];
+        std::snprintf(text, sizeof text,
+                      "k = %lld: restore + %.1f steps replayed (%lld at worst); protection costs %.3g of a "
+                      "snapshot's exposed time per step",
+                      static_cast<long long>(k), c.expected_replayed_steps,
+                      static_cast<long long>(c.worst_replayed_steps), c.overhead_ms_per_step);
+        return std::string(text);
+    };
+    std::string out = "failure cost   estimate per failure, ";
+    if (p.every_auto())
+        out += "from " + line(1) + "\n               to " + line(p.max_every);
+    else
+        out += line(p.every);
+    return out + "\n               (assumes a failure at a uniformly random step; step and snapshot times are not "
+                 "known before the job runs: the summary gives the cost in ms from what it measured)\n";
+}
+
+}  // namespace
+
 void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
     const auto& cfg = plan.cfg;
     const auto& job = cfg.job;
@@ -516,14 +556,11 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
     out << "event log      " << plan.events_path.string() << "\n";
     out << "protection     "
         << (cfg.protection.enabled
-                ? "snapshot every " + (cfg.protection.every == 1 ? std::string("step")
-                                                                 : std::to_string(cfg.protection.every) +
-                                                                       " steps (protection.every; a repair replays up to " +
-                                                                       std::to_string(cfg.protection.every) + ", (" +
-                                                                       std::to_string(cfg.protection.every) + " - 1)/2 on average; the summary prices it)") +
-                      ", " + std::to_string(cfg.protection.replicas) + " ring replica(s), " + cfg.protection.placement
+                ? interval_text(cfg.protection) + ", " + std::to_string(cfg.protection.replicas) +
+                      " ring replica(s), " + cfg.protection.placement
                 : std::string("off"))
         << "\n";
+    if (cfg.protection.enabled) out << failure_cost_estimate(cfg.protection);
     out << "recovery       in-job (tier 1) with " << job.hot_spares << " hot spare(s)"
         << (cfg.recovery.spawn ? " then spawn" : "") << "; up to " << cfg.recovery.warm_relaunches
         << " warm relaunch(es) (tier 2); HDF5 fallback (tier 3): "

@@ -35,23 +35,4 @@ ReportTotals report_totals(const std::vector<ft::records::Recovery>& recoveries,
     return t;
 }
 
-FailureCost failure_cost(const ft::records::JobStats& stats, const std::vector<ft::records::Recovery>& recoveries) {
-    FailureCost c;
-    c.every = std::max<std::int64_t>(1, stats.protection_every);
-    const double k = static_cast<double>(c.every);
-    c.replay_mean_ms = (k - 1) / 2 * stats.median_step_ms;
-    c.replay_worst_ms = k * stats.median_step_ms;
-    std::vector<double> repairs;
-    for (const auto& r : recoveries)
-        if (r.replacement != "relaunch") repairs.push_back(r.total_ms);
-    if (!repairs.empty()) {
-        std::sort(repairs.begin(), repairs.end());
-        c.restore_ms = repairs[repairs.size() / 2];
-    }
-    if (stats.snapshots > 0) c.exposed_per_snapshot_ms = stats.total_exposed_wait_ms / static_cast<double>(stats.snapshots);
-    c.saved_per_step_ms = c.exposed_per_snapshot_ms * (1 - 1 / k);
-    if (c.saved_per_step_ms > 0) c.break_even_steps = c.replay_mean_ms / c.saved_per_step_ms;
-    return c;
-}
-
 }  // namespace flashrec::launcher

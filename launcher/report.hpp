@@ -3,7 +3,6 @@
 // Pure: docs/launcher.md, "Summary at exit", says what each part counts.
 #pragma once
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "flashrec/ft/records.hpp"
@@ -34,22 +33,5 @@ struct ReportTotals {
 ReportTotals report_totals(const std::vector<ft::records::Recovery>& recoveries,
                            const std::vector<RestartCost>& restarts, std::vector<HangSpan> hangs,
                            double median_step_ms);
-
-// What one failure costs under protection.every = k, beside what the interval saves (issue 30):
-// a failure at a random step replays the steps since the newest complete version, (k−1)/2 on
-// average, and k at worst (a failure while version v+k is still replicated restores v), at the
-// median step time; then it pays the repair. The interval saves the exposed cost of the snapshots
-// it skips. Pure; the summary prints it (docs/snapshots.md, "What a failure costs").
-struct FailureCost {
-    std::int64_t every = 1;
-    double replay_mean_ms = 0, replay_worst_ms = 0;  // (k−1)/2 and k steps
-    std::optional<double> restore_ms;                // the median measured in-job repair; none: no failure
-    double exposed_per_snapshot_ms = 0;              // protection's exposed wait, per snapshot taken
-    double saved_per_step_ms = 0;                    // against every = 1: (1 − 1/k) of a snapshot's
-    // The interval pays off while failures are rarer than one per this many steps; nullopt when it
-    // saves nothing (k = 1, or snapshots cost nothing exposed).
-    std::optional<double> break_even_steps;
-};
-FailureCost failure_cost(const ft::records::JobStats& stats, const std::vector<ft::records::Recovery>& recoveries);
 
 }  // namespace flashrec::launcher

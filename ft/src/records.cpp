@@ -267,7 +267,11 @@ json JobStats::to_json() const {
               {"sender_touched_incl_send_per_byte", sender_touched_incl_send_per_byte},
               {"holder_touched_per_byte", holder_touched_per_byte},
               {"hashed_in_cache_per_byte", hashed_in_cache_per_byte},
-              {"protection_every", protection_every}});
+              {"protection_every", protection_every},
+              {"protection_auto", protection_auto}});
+    if (protected_step_ms) j["protected_step_ms"] = *protected_step_ms;
+    if (unprotected_step_ms) j["unprotected_step_ms"] = *unprotected_step_ms;
+    if (mean_step_ms) j["mean_step_ms"] = *mean_step_ms;
     return j;
 }
 JobStats JobStats::from_json(const json& j) {
@@ -297,7 +301,41 @@ JobStats JobStats::from_json(const json& j) {
     s.holder_touched_per_byte = r.number("holder_touched_per_byte");
     s.hashed_in_cache_per_byte = r.number("hashed_in_cache_per_byte");
     s.protection_every = r.integer_or("protection_every", 1);
+    s.protection_auto = r.has("protection_auto") && r.boolean("protection_auto");
+    s.protected_step_ms = r.optional_number("protected_step_ms");
+    s.unprotected_step_ms = r.optional_number("unprotected_step_ms");
+    s.mean_step_ms = r.optional_number("mean_step_ms");
     return s;
+}
+
+json ProtectionInterval::to_json() const {
+    json j = head(kEvent);
+    j.update({{"step", step},
+              {"every", every},
+              {"previous", previous},
+              {"exposed_ms", exposed_ms},
+              {"overhead", overhead},
+              {"budget", budget},
+              {"max_every", max_every},
+              {"reason", reason}});
+    if (step_ms) j["step_ms"] = *step_ms;
+    if (protected_step_ms) j["protected_step_ms"] = *protected_step_ms;
+    return j;
+}
+ProtectionInterval ProtectionInterval::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    ProtectionInterval x;
+    x.step = r.integer("step");
+    x.every = r.integer("every");
+    x.previous = r.integer("previous");
+    x.step_ms = r.optional_number("step_ms");
+    x.protected_step_ms = r.optional_number("protected_step_ms");
+    x.exposed_ms = r.number("exposed_ms");
+    x.overhead = r.number("overhead");
+    x.budget = r.number("budget");
+    x.max_every = r.integer("max_every");
+    x.reason = r.string("reason");
+    return x;
 }
 
 json ReplayDiverged::to_json() const {
@@ -374,7 +412,7 @@ bool is_typed(std::string_view e) {
     return e == Step::kEvent || e == FaultInjected::kEvent || e == CheckpointPublished::kEvent ||
            e == CheckpointResumed::kEvent || e == EndingJob::kEvent || e == RoleFinished::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
            e == Recovery::kEvent || e == JobStats::kEvent || e == ReplayDiverged::kEvent ||
-           e == PlatformMismatch::kEvent || e == SpareRejected::kEvent;
+           e == PlatformMismatch::kEvent || e == SpareRejected::kEvent || e == ProtectionInterval::kEvent;
 }
 
 void validate(const json& record) {
@@ -388,7 +426,7 @@ void validate(const json& record) {
            check_if<MpiErrorSeen>(record, name) || check_if<SpareReleased>(record, name) ||
            check_if<Recovery>(record, name) || check_if<JobStats>(record, name) ||
            check_if<ReplayDiverged>(record, name) || check_if<PlatformMismatch>(record, name) ||
-           check_if<SpareRejected>(record, name));
+           check_if<SpareRejected>(record, name) || check_if<ProtectionInterval>(record, name));
 }
 
 std::string event_line(const json& record) {

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -110,11 +111,13 @@ template <class Section>
 struct Field {
     const char* key;
     std::variant<int Section::*, std::int64_t Section::*, std::uint64_t Section::*, bool Section::*,
-                 std::string Section::*, std::vector<std::string> Section::*>
+                 std::string Section::*, std::vector<std::string> Section::*, double Section::*>
         member;
     std::int64_t min = kNoMin, max = kNoMax;         // integers
     std::span<const std::string_view> choices = {};  // strings: the allowed values, when limited
     bool size = false;                               // an integer that may carry a KiB/MiB/GiB suffix
+    const char* word = nullptr;                      // an integer that may also be this word ...
+    std::int64_t word_value = 0;                     // ... which stands for this value
 };
 
 const std::vector<Field<Job>>& job_fields() {
@@ -148,7 +151,9 @@ const std::vector<Field<Protection>>& protection_fields() {
         {.key = "placement", .member = &Protection::placement, .choices = kProtectionPlacements},
         {.key = "chunk_bytes", .member = &Protection::chunk_bytes, .min = 1, .size = true},
         {.key = "thread_nice", .member = &Protection::thread_nice, .min = 0, .max = 19},
-        {.key = "every", .member = &Protection::every, .min = 1},
+        {.key = "every", .member = &Protection::every, .min = 1, .word = "auto", .word_value = Protection::kAuto},
+        {.key = "max_every", .member = &Protection::max_every, .min = 4, .max = 1024},
+        {.key = "overhead_budget", .member = &Protection::overhead_budget},
     };
     return fields;
 }
@@ -400,8 +405,13 @@ std::optional<std::string> step_outside(const Fault& fault, const Job& job) {
 
 // A replication-phase fault fires while snapshot `step` is sent: with protection.every = k only
 // multiples of k are, and a fault at another step would silently never fire.
+// Under auto, the multiples of protection.max_every are the versions snapshotted whatever k is.
 std::optional<std::string> replication_never_runs(const Fault& fault, const Protection& protection) {
-    if (fault.phase != Phase::replication || fault.spare || fault.step % protection.every == 0) return std::nullopt;
+    if (fault.phase != Phase::replication || fault.spare || fault.step % protection.period() == 0) return std::nullopt;
+    if (protection.every_auto())
+        return "phase replication fires while snapshot version <step> is replicated, and with protection.every = "
+               "auto only multiples of protection.max_every = " + std::to_string(protection.max_every) +
+               " are sure to be: got step " + std::to_string(fault.step);
     return "phase replication fires while snapshot version <step> is replicated, and with protection.every = " +
            std::to_string(protection.every) + " only multiples of it are: got step " + std::to_string(fault.step);
 }
@@ -553,7 +563,19 @@ private:
                          "must be a string, got " + describe(item));
                 out.push_back(item.Scalar());
             }
+        } else if constexpr (std::is_same_v<T, double>) {
+            const std::string text = value.IsScalar() ? value.Scalar() : "";
+            const char* end = text.data() + text.size();
+            double parsed = 0;
+            const auto [stop, error] = std::from_chars(text.data(), end, parsed);
+            if (text.empty() || error != std::errc() || stop != end || !std::isfinite(parsed))
+                fail(at, dotted, "must be a number, got " + describe(value));
+            out = parsed;
         } else {
+            if (field.word && value.IsScalar() && value.Scalar() == field.word) {
+                out = static_cast<T>(field.word_value);
+                return;
+            }
             out = integer<T>(field, value, dotted, at);
         }
     }
@@ -579,7 +601,8 @@ private:
             const char* kind = field.size ? "a size in bytes or with a KiB/MiB/GiB suffix (e.g. 4MiB)"
                                : std::is_unsigned_v<T> ? "a non-negative integer"
                                                        : "an integer";
-            fail(at, dotted, std::string("must be ") + kind + ", got " + describe(value));
+            fail(at, dotted, std::string("must be ") + kind + (field.word ? " or " + in_quotes(field.word) : "") +
+                                 ", got " + describe(value));
         }
         // "between" when the field has both limits; else the one it broke
         if (field.min != kNoMin && std::cmp_less(*parsed, field.min))
@@ -635,9 +658,22 @@ void validate(const Config& config, const Reader& reader, const std::vector<Faul
                   " (replicas live on other DP ranks), got " + std::to_string(protection.replicas) +
                   default_note("protection.replicas"));
     }
+    check(protection.max_every > 0 && (protection.max_every & (protection.max_every - 1)) == 0,
+          "protection.max_every",
+          "must be a power of two (auto chooses among 1, 2, 4, ... max_every), got " +
+              std::to_string(protection.max_every));
+    check(protection.overhead_budget > 0 && protection.overhead_budget < 1, "protection.overhead_budget",
+          "must be a fraction of the step time between 0 and 1 (0.03: 3 %), got " +
+              std::to_string(protection.overhead_budget));
     const Checkpoint& checkpoint = config.checkpoint;
     // HDF5 checkpoints are written from committed snapshot versions: only multiples of every exist.
-    if (protection.enabled && checkpoint.every_steps > 0)
+    if (protection.enabled && checkpoint.every_steps > 0 && protection.every_auto())
+        check(checkpoint.every_steps % protection.max_every == 0, "checkpoint.every_steps",
+              "must be a multiple of protection.max_every = " + std::to_string(protection.max_every) +
+                  " with protection.every = auto (a checkpoint is written from a snapshot version, and only "
+                  "multiples of protection.max_every are snapshotted whatever k auto chooses), got " +
+                  std::to_string(checkpoint.every_steps));
+    else if (protection.enabled && checkpoint.every_steps > 0)
         check(checkpoint.every_steps % protection.every == 0, "checkpoint.every_steps",
               "must be a multiple of protection.every = " + std::to_string(protection.every) +
                   " (a checkpoint is written from a snapshot version, and only multiples of protection.every "

@@ -543,7 +543,8 @@ void Runtime::Impl::emit_recovery_record() {
     record.back_in_loop_unix_us = in_loop;     // the last rank back in the loop, state restored
     record.first_step_ms = max_phase.value("first_step", 0.0);
     record.slots_made_ahead = slots_made_ahead;
-    record.protection_every = cfg.protection.every;
+    // Under auto: the k in use when the failure came (resume() has set the start value since).
+    record.protection_every = cfg.protection.every_auto() ? interval.before_resume : cfg.protection.every;
     if (const auto replay = runtime::replay_cost_ms(plan.steps_replayed, median_step_ms))
         record.replay_ms = std::round(*replay * 1000) / 1000;
     if (noticed > 0 && in_loop > noticed)

@@ -14,6 +14,7 @@
 
 #include "flashrec/ft/checksum.hpp"
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/runtime/interval_choice.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
 #include "flashrec/spares/spares.hpp"
 
@@ -550,7 +551,15 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
         ratio(totals.sender_touched_bytes + totals.sent_bytes, totals.copied_bytes);
     r.holder_touched_per_byte = ratio(totals.holder_touched_bytes, totals.received_bytes);
     r.hashed_in_cache_per_byte = ratio(totals.hashed_in_cache_bytes, totals.copied_bytes);
-    r.protection_every = cfg.protection.every;
+    r.protection_every = every_now();
+    r.protection_auto = cfg.protection.every_auto();
+    if (!stats.protected_ms.empty()) r.protected_step_ms = median(stats.protected_ms);
+    if (!stats.unprotected_ms.empty()) r.unprotected_step_ms = median(stats.unprotected_ms);
+    if (stats.step_ms.size() > 1) {
+        double sum = 0;
+        for (std::size_t i = 1; i < stats.step_ms.size(); ++i) sum += stats.step_ms[i];
+        r.mean_step_ms = sum / static_cast<double>(stats.step_ms.size() - 1);
+    }
     emit(r.to_json());
 }
 
@@ -669,11 +678,58 @@ void Runtime::Impl::checkpoint_and_leave() {
 }
 
 void Runtime::Impl::snapshot_if_due(std::int64_t version) {
-    if (!protection || !runtime::snapshot_due(version, cfg.protection.every)) return;
+    if (!protection) return;
+    const bool due = cfg.protection.every_auto()
+                         ? runtime::snapshot_due_auto(version, interval.every, cfg.protection.max_every)
+                         : runtime::snapshot_due(version, cfg.protection.every);
+    if (!due) return;
     // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
     if (state.has_device_buffers()) protection->setup().copier->state_ready(device.stream());
     protection->start_snapshot(version, membership.epoch);
     snapshot_version = version;
+}
+
+void Runtime::Impl::note_step_time(std::int64_t index, double ms) {
+    if (!protection || index == interval.resumed_at) return;
+    (snapshot_version == index ? stats.protected_ms : stats.unprotected_ms).push_back(ms);
+}
+
+void Runtime::Impl::choose_interval(std::int64_t version) {
+    const auto& p = cfg.protection;
+    if (!protection || !p.every_auto() || version % p.max_every != 0) return;
+    // The newest samples only: the choice follows the step time as it changes.
+    constexpr std::size_t kWindow = 64;
+    const auto recent = [](const std::vector<double>& all) {
+        if (all.empty()) return -1.0;
+        const auto from = all.size() > kWindow ? all.end() - static_cast<std::ptrdiff_t>(kWindow) : all.begin();
+        return runtime::median(std::vector<double>(from, all.end()));
+    };
+    // The largest over the active roles (each waits for the slowest at every sync point); -1:
+    // none measured (a replacement since the repair). Every role then takes the same decision.
+    double measured[2] = {recent(stats.unprotected_ms), recent(stats.protected_ms)};
+    guarded([&] {
+        MPI_Request request = MPI_REQUEST_NULL;
+        ft::check(MPI_Iallreduce(MPI_IN_PLACE, measured, 2, MPI_DOUBLE, MPI_MAX, membership.work.get(), &request),
+                  "MPI_Iallreduce(protection interval)", membership.work);
+        membership.work.wait(request, "MPI_Iallreduce(protection interval)");
+    });
+    if (abandoned) return;
+    runtime::IntervalMeasure m;
+    if (measured[0] > 0) m.step_ms = measured[0];
+    if (measured[1] > 0) m.protected_step_ms = measured[1];
+    const auto choice = runtime::choose_every(m, p.overhead_budget, p.max_every, interval.every);
+    if (choice.every != interval.every && membership.role_index == 0) {
+        char line[256];
+        std::snprintf(line, sizeof line, "protection.every = auto: k %lld -> %lld from version %lld (step %.3f ms, %.3f ms "
+                      "with a snapshot): ", static_cast<long long>(interval.every), static_cast<long long>(choice.every),
+                      static_cast<long long>(version), measured[0], measured[1]);
+        log(line + choice.reason);
+        emit(ft::records::ProtectionInterval{version, choice.every, interval.every, m.step_ms, m.protected_step_ms,
+                                             choice.exposed_ms, choice.overhead, p.overhead_budget, p.max_every,
+                                             choice.reason}
+                 .to_json());
+    }
+    interval.every = choice.every;
 }
 
 void Runtime::Impl::note_versions_to_replay(std::int64_t restored) {
@@ -737,6 +793,10 @@ void Runtime::Impl::check_replayed(std::int64_t version) {
 void Runtime::Impl::resume(const Resume& at) {
     step = at.step;
     check_platform();
+    // Every role the same k, without a collective: a replacement has no history of choices.
+    interval.before_resume = interval.every;
+    interval.every = runtime::auto_start_every(cfg.protection.max_every);
+    interval.resumed_at = step;
     // After a repair or a relaunch only: a start's stores may hold an earlier job's versions.
     if (last_recovery) note_versions_to_replay(step);  // before protection rewrites a slot
     else replay_checks.clear();
@@ -1021,16 +1081,21 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     if (!im.abandoned) {
         if (im.last_recovery) im.emit_recovery_record();  // the first step after a repair is done
         const auto now = Clock::now();
-        im.stats.step_ms.push_back(std::chrono::duration<double, std::milli>(now - im.stats.step_start).count());
+        const double ms = std::chrono::duration<double, std::milli>(now - im.stats.step_start).count();
+        im.stats.step_ms.push_back(ms);
+        im.note_step_time(index, ms);
         im.stats.step_start = now;
         im.step = index + 1;
         if (im.step >= im.cfg.job.steps) {
             im.finish_loop();
             if (!im.abandoned) return im.step;
         } else {
-            im.snapshot_if_due(im.step);
-            im.enter(Phase::forward, im.step);
-            return im.step;
+            im.choose_interval(im.step);
+            if (!im.abandoned) {
+                im.snapshot_if_due(im.step);
+                im.enter(Phase::forward, im.step);
+                return im.step;
+            }
         }
     }
     // This step, or the end of the loop, was abandoned: repair, then go on from the version restored.

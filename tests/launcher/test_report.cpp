@@ -39,28 +39,3 @@ TEST_CASE("hangs at the same time (a frozen node) cost their overlap once") {
     CHECK(report_totals({}, {}, {}, 3.0).lost_ms() == 0);
 }
 
-TEST_CASE("the cost of a failure under protection.every: replay, restore, and what the interval saves") {
-    flashrec::ft::records::JobStats stats;
-    stats.protection_every = 8;
-    stats.median_step_ms = 10;
-    stats.snapshots = 50;
-    stats.total_exposed_wait_ms = 100;  // 2 ms exposed per snapshot
-    const auto c = failure_cost(stats, {recovery("hot", 1, 3, 40), recovery("spawned", 1, 5, 90),
-                                        recovery("hot", 1, 0, 20), recovery("relaunch", 0, 7, 4000)});
-    CHECK(c.every == 8);
-    CHECK(c.replay_mean_ms == doctest::Approx(35));  // 3.5 steps
-    CHECK(c.replay_worst_ms == doctest::Approx(80));  // a failure while version v+8 is replicated
-    REQUIRE(c.restore_ms);
-    CHECK(*c.restore_ms == doctest::Approx(40));  // the median of the in-job repairs, not the relaunch
-    CHECK(c.exposed_per_snapshot_ms == doctest::Approx(2));
-    CHECK(c.saved_per_step_ms == doctest::Approx(1.75));
-    REQUIRE(c.break_even_steps);
-    CHECK(*c.break_even_steps == doctest::Approx(20));
-
-    stats.protection_every = 1;  // every step: one step replayed at worst, nothing saved
-    const auto every_step = failure_cost(stats, {});
-    CHECK(every_step.replay_mean_ms == 0);
-    CHECK(every_step.replay_worst_ms == doctest::Approx(10));
-    CHECK_FALSE(every_step.restore_ms);
-    CHECK_FALSE(every_step.break_even_steps);
-}

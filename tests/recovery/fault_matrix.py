@@ -8,6 +8,7 @@
   fault_matrix.py --trainer EXE --config-dir DIR uneven
   fault_matrix.py --trainer EXE --config-dir DIR every --every K... [--phases ...]
   fault_matrix.py --trainer EXE --config-dir DIR every-diverged
+  fault_matrix.py --trainer EXE --config-dir DIR every-auto [--phases ...]
   fault_matrix.py --trainer EXE --config-dir DIR chaos --trials N [--seed S] [--only CAT...] [--cycle]
                   [--snapshots EXE] [--launcher EXE --launch-config YAML --workdir DIR]
 
@@ -23,8 +24,10 @@ than one step. Prints one line per run, a table, and "N passed, M failed".
 import argparse
 import os
 import random
+import re
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "..", "tools")
@@ -49,6 +52,7 @@ class Runner:
         job = frlib.run_job(ranks + extra_procs, argv, self.timeout)
         return {"checksum": job.checksum, "records": job.events("recovery"),
                 "diverged": job.events("replay_diverged"), "job_stats": job.events("job_stats"),
+                "intervals": job.events("protection_interval"),
                 "hung": job.hung, "rc": job.returncode, "seconds": job.seconds, "output": job.output}
 
     def baseline(self, ranks, config, extra):
@@ -217,6 +221,69 @@ def every_scenarios(r):
                 every=8, judge=lambda res: [f"replay_diverged: {d}" for d in res["diverged"]])
 
 
+def judge_auto(fault_step, max_every):
+    """What a repair under protection.every = auto must record: a version at or before the
+    failure, at most max_every steps replayed (k <= max_every), the k in use as protection_every,
+    no replayed version that hashes differently; job_stats says auto; every protection_interval
+    record names a power of two up to max_every, taken at a multiple of it, with its reason."""
+    choices = [1 << i for i in range(max_every.bit_length()) if 1 << i <= max_every]
+    def judge(r):
+        problems = [f"replay_diverged: {d}" for d in r["diverged"]]
+        for rec in r["records"][:1]:
+            v, replayed = rec.get("recovery_version", -1), rec.get("steps_replayed", -1)
+            if not fault_step - 2 * max_every <= v <= fault_step:
+                problems.append(f"recovery_version {v} for a failure in step {fault_step}")
+            if not 0 <= replayed <= max_every:
+                problems.append(f"steps_replayed {replayed} > max_every {max_every}")
+            if rec.get("protection_every") not in choices:
+                problems.append(f"protection_every {rec.get('protection_every')} not in {choices}")
+        for stats in r["job_stats"]:
+            if not stats.get("protection_auto") or stats.get("protection_every") not in choices:
+                problems.append(f"job_stats: protection_auto {stats.get('protection_auto')}, "
+                                f"protection_every {stats.get('protection_every')}")
+        for i in r["intervals"]:
+            if i.get("every") not in choices or i.get("step", 1) % max_every or not i.get("reason"):
+                problems.append(f"protection_interval {i}")
+        return problems
+    return judge
+
+
+def every_auto(r, phases):
+    """protection.every = auto (max_every 4): a kill at each offset of a period, in each phase,
+    hot and spawned, ends bitwise identical to the failure-free run of the same job with k = 1
+    (rec-4*.yaml: the same job but its name). The choice differs from run to run (it follows the
+    measured times); the state must not. Counts the k each run chose."""
+    k_seen = {}
+    base = {"hot": ("rec-4-hot.yaml", 2), "spawned": ("rec-4.yaml", 0)}
+    for kind, (config, extra) in {"hot": ("every-auto-hot.yaml", 2), "spawned": ("every-auto.yaml", 0)}.items():
+        want = r.baseline(4, base[kind][0], base[kind][1])
+        # The same job at k = 1 (rec-4*: only the name differs) and under auto: the same state.
+        free = r.baseline(4, config, extra)
+        if free != want:
+            print(f"FAIL failure-free {config} {free} != {base[kind][0]} {want}", flush=True)
+            r.results.append((f"failure-free auto = k 1 ({kind})", False, {}))
+        for offset in range(4):
+            step = 12 + offset
+            for phase in phases:
+                if phase == "replication" and step % 4:
+                    continue  # only multiples of max_every are sure to be replicated
+                name = f"every auto, {kind:>7}, step {step}, kill in {phase}"
+                ok = r.check(name, 4, config, [f"role=1:step={step}:phase={phase}:action=kill"], 1, extra,
+                             every=4, judge=judge_auto(step, 4))
+                res = r.results[-1][2]
+                for i in res["intervals"]:
+                    k_seen[i["every"]] = k_seen.get(i["every"], 0) + 1
+    # The default budget: k = 1 likely here (a tiny state), one step a period measured unsnapshotted.
+    config = "every-auto-default-hot.yaml"
+    r.check("every auto (default budget), hot, step 15 (k = 1's unsnapshotted step), kill in forward", 4, config,
+            ["role=2:step=15:phase=forward:action=kill"], 1, 2, every=4, judge=judge_auto(15, 4))
+    print(f"failure-free checksum at k = 1: {want}; under auto: {free}")
+    print("k chosen (protection_interval records over all runs): " +
+          (", ".join(f"k={k}: {n}" for k, n in sorted(k_seen.items())) or "none"))
+    if not k_seen:
+        r.results.append(("auto chose a k at least once (a protection_interval record)", False, {}))
+
+
 def every_diverged(r):
     """A trainer whose batch is not a function of data_seed() alone: the failure-free run is the
     same, but the replay after a repair computes other steps. dp1 and dp3 hold each other's ring
@@ -355,15 +422,75 @@ IN_JOB = ["single", "single", "two-apart", "owner+holder", "during-recovery", "p
           "replacement-dies", "two-steps"]
 
 
-def chaos_trial(rng, t, categories=None, cycle=False):
-    """One random trial: (name, ranks, kind, faults, expected recoveries, refusal allowed)."""
+# protection.every as one more random setting of the chaos soak: a fixed k, or auto (max_every 4,
+# a budget small enough that k rises above 1 on this trainer's steps).
+EVERY = ["1", "2", "3", "4", "8", "auto"]
+AUTO = "{every: auto, max_every: 4, overhead_budget: 0.001}"
+
+
+def period_of(every):
+    """The versions snapshotted whatever happens: multiples of k, or of max_every under auto."""
+    return 4 if every == "auto" else int(every)
+
+
+def fit_faults(faults, period, last=28):
+    """Keeps the faults valid under the interval: a replication-phase fault fires only while a
+    snapshotted version is sent. The first fault's step goes down to a multiple (with every fault
+    of that same step, so that simultaneous failures stay simultaneous); a later one goes up (so it
+    stays after the first failure: a replacement takes only faults beyond it), or becomes a
+    forward-phase fault past the last step."""
+    if period == 1:
+        return list(faults)
+    out = list(faults)
+    for i in range(len(out)):
+        f = out[i]
+        m = re.search(r"(?<=:)step=(\d+):phase=replication", f) or re.match(r"step=(\d+):phase=replication", f)
+        if not m:
+            continue
+        s = int(m.group(1))
+        if i == 0:
+            new = s - s % period
+            out = [re.sub(rf"(^|:)step={s}:", rf"\g<1>step={new}:", g) for g in out]
+        else:
+            up = -(-s // period) * period
+            out[i] = f.replace(m.group(0), f"step={up}:phase=replication" if up <= last else f"step={s}:phase=forward")
+    return out
+
+
+def config_with_every(config_dir, config, every, job_suffix=""):
+    """`config` with protection.every set, written under a temporary directory; the config itself
+    when every is 1 and there is no job_suffix. job_suffix renames the job (its /dev/shm segments),
+    for a soak run beside other checkouts' tests that use the same configs."""
+    if every == "1" and not job_suffix:
+        return config
+    with open(os.path.join(config_dir, config)) as f:
+        text = f.read()
+    if every != "1":
+        setting = AUTO[1:-1] if every == "auto" else f"every: {every}"
+        if re.search(r"^protection:\s*\{", text, re.M):
+            text = re.sub(r"^protection:\s*\{", "protection: {" + setting + ", ", text, flags=re.M)
+        else:
+            text += "protection: {" + setting + "}\n"
+    if job_suffix:
+        text = re.sub(r"(job:\s*\{\s*name:\s*)([\w-]+)", rf"\g<1>\g<2>-{job_suffix}", text)
+    folder = os.path.join(tempfile.gettempdir(), f"flashrec-chaos-every-{os.getuid()}")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"every-{every}{'-' + job_suffix if job_suffix else ''}-{config}")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def chaos_trial(rng, t, categories=None, cycle=False, every_rng=None, everies=None):
+    """One random trial: (name, ranks, kind, faults, expected recoveries, refusal allowed, every).
+    k comes from its own generator: a seed draws the same faults as before k was drawn."""
     ranks = rng.choice([4, 4, 8])
     kind = rng.choice(["hot", "spawned"])
     shards = rng.choice(["even", "even"] + UNEVEN) if ranks == 8 else "even"
     pool = categories or IN_JOB
     category = pool[t % len(pool)] if cycle else rng.choice(pool)
     if category in chaos_launch.CATEGORIES:
-        return category, None, None, None, None, None
+        return category, None, None, None, None, None, "1"
     if category == "parked-spare" and kind != "hot":
         kind = "hot"
     step = rng.randrange(0, 26)
@@ -402,27 +529,32 @@ def chaos_trial(rng, t, categories=None, cycle=False):
         # The ring layouts with 1 or 2 ranks a node: a dead role whose holder died too and whose
         # node has no survivor to serve its own snapshot is lost in memory (exit 76, documented).
         refusal = lost_in_memory({a, b}, ranks, shards)
-    name = f"chaos {t}: {ranks}{'' if shards == 'even' else 'x' + shards} {kind} {category}"
-    return name, ranks, configs(ranks, shards)[kind], faults, expect, refusal
+    every = every_rng.choice(everies or EVERY) if every_rng else "1"
+    faults = fit_faults(faults, period_of(every))
+    name = f"chaos {t}: {ranks}{'' if shards == 'even' else 'x' + shards} {kind} k={every} {category}"
+    return name, ranks, configs(ranks, shards)[kind], faults, expect, refusal, every
 
 
-def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False):
+def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False, everies=None, job_suffix=""):
     rng = random.Random(seed)
+    every_rng = random.Random(f"{seed}/protection.every")
     table = {"identical": 0, "documented refusal": 0, "wrong": 0, "hung": 0, "leaked": 0}
-    by_category = {}
+    by_category, by_every = {}, {}
     for t in range(trials):
-        name, ranks, config, faults, expect, refusal_ok = chaos_trial(rng, t, categories, cycle)
+        name, ranks, config, faults, expect, refusal_ok, every = chaos_trial(rng, t, categories, cycle, every_rng,
+                                                                             everies)
         if name in chaos_launch.CATEGORIES:
             category = name
             name, verdict, out, seconds = launch.trial(rng, t, category)
             res, detail = {"output": out, "seconds": seconds}, ""
         else:
             category = name.split()[-1]
-            verdict, res = chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots)
+            verdict, res = chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every, job_suffix)
             out, seconds, detail = res["output"], res["seconds"], " ".join(faults)
         table[verdict] += 1
         row = by_category.setdefault(category, dict.fromkeys(table, 0))
         row[verdict] += 1
+        by_every.setdefault(every, dict.fromkeys(table, 0))[verdict] += 1
         ok = verdict in ("identical", "documented refusal")
         print(f"{'ok  ' if ok else 'FAIL'} {name:<44} {verdict:<19} {detail}  ({seconds:.1f} s)", flush=True)
         if not ok:
@@ -431,15 +563,20 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False)
     print(f"{'category':<22}" + "".join(f"{k:>20}" for k in table))
     for category, row in sorted(by_category.items()):
         print(f"{category:<22}" + "".join(f"{v:>20}" for v in row.values()))
+    print(f"{'protection.every':<22}" + "".join(f"{k:>20}" for k in table))
+    for every, row in sorted(by_every.items(), key=lambda kv: (kv[0] == "auto", kv[0].zfill(4))):
+        print(f"{'k=' + every:<22}" + "".join(f"{v:>20}" for v in row.values()))
     print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items()) + f" (trials {trials}, seed {seed})")
 
 
-def chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots):
+def chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every="1", job_suffix=""):
     config, extra = config
-    want = r.baseline(ranks, config, extra)
-    res = r.run(ranks, config, faults, extra)
+    # At k = 1: the state is the same for every k.
+    want = r.baseline(ranks, config_with_every(r.config_dir, config, "1", job_suffix), extra)
+    run_config = config_with_every(r.config_dir, config, every, job_suffix)
+    res = r.run(ranks, run_config, faults, extra)
     out = res["output"]
-    job = job_name(os.path.join(r.config_dir, config))
+    job = job_name(os.path.join(r.config_dir, run_config))
     leaked_procs = "fr-run: FAIL" in out and "left" in out
     left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
     # mpirun's exit code says little under ULFM (docs/ulfm-traps.md trap 9): judged by the ranks'
@@ -476,6 +613,8 @@ def main():
     e.add_argument("--every", type=int, nargs="+", default=[1, 3, 8])
     e.add_argument("--phases", nargs="+", default=["forward", "allreduce", "sync"])
     sub.add_parser("every-diverged")
+    ea = sub.add_parser("every-auto")
+    ea.add_argument("--phases", nargs="+", default=["forward", "allreduce", "sync", "replication"])
     c = sub.add_parser("chaos")
     c.add_argument("--trials", type=int, default=12)
     c.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -487,6 +626,10 @@ def main():
     c.add_argument("--workdir", default=os.getcwd(), help="where the launcher trials write their event logs")
     c.add_argument("--launch-timeout", type=float, default=120)
     c.add_argument("--cycle", action="store_true", help="take the categories in turn instead of at random")
+    c.add_argument("--every", nargs="+", choices=EVERY, default=EVERY,
+                   help="the protection.every values drawn (default: all; 1 alone: the soak before issue 30)")
+    c.add_argument("--job-suffix", default="", help="appended to the in-job trials' job names (their /dev/shm "
+                   "segments), to run beside another checkout's tests of the same configs")
     s = sub.add_parser("soak")
     s.add_argument("--trials", type=int, default=10)
     s.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -506,6 +649,8 @@ def main():
         every(r, a.every, a.phases)
     elif a.what == "every-diverged":
         every_diverged(r)
+    elif a.what == "every-auto":
+        every_auto(r, a.phases)
     elif a.what == "chaos":
         print(f"chaos soak: {a.trials} trials, seed {a.seed}")
         launch, categories = None, a.only
@@ -516,7 +661,7 @@ def main():
             categories = categories or IN_JOB + chaos_launch.CATEGORIES
         elif categories and set(categories) & set(chaos_launch.CATEGORIES):
             ap.error("launcher categories need --launcher and --launch-config")
-        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle)
+        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle, a.every, a.job_suffix)
     else:
         print(f"soak: {a.trials} trials, seed {a.seed}")
         soak(r, a.trials, a.seed)

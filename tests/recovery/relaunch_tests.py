@@ -152,6 +152,8 @@ def relaunch(a, ref):
 
 
 def protection_every(config):
+    """protection.every as a number; 1 for auto too (its k changes while the job runs: the version
+    restored is a multiple of the k in use then, which the ranks' protection_interval records say)."""
     with open(config) as f:
         m = re.search(r"(?<![\w])every:\s*(\d+)", f.read())  # not log_every
     return int(m.group(1)) if m else 1

@@ -354,8 +354,8 @@ TEST_CASE("protection.every: an integer >= 1 that checkpoints and replication fa
     CHECK(config::parse("protection:\n  every: 8\n", "t").protection.every == 8);
     check_error("protection:\n  every: 0\n", 2, "protection.every", "must be >= 1, got 0");
     check_error("protection:\n  every: -3\n", 2, "protection.every", "must be >= 1, got -3");
-    check_error("protection:\n  every: 2.5\n", 2, "protection.every", "must be an integer, got '2.5'");
-    check_error("protection:\n  every: auto\n", 2, "protection.every", "must be an integer, got 'auto'");
+    check_error("protection:\n  every: 2.5\n", 2, "protection.every", "must be an integer or 'auto', got '2.5'");
+    check_error("protection:\n  every: Auto\n", 2, "protection.every", "must be an integer or 'auto', got 'Auto'");
     check_error("protection:\n  every: [4]\n", 2, "protection.every", "got a list");
     check_error("protection:\n  evry: 4\n", 2, "protection.evry", "did you mean 'protection.every'?");
     // HDF5 checkpoints are written from snapshot versions: only multiples of every exist.
@@ -380,6 +380,34 @@ TEST_CASE("protection.every: an integer >= 1 that checkpoints and replication fa
                                                 "--fault", every4),
                          doctest::Contains("only multiples of it are: got step 5"), flashrec::ConfigError);
     CHECK_NOTHROW(config::validate_fault(config::parse_fault("role=1:step=5:phase=replication", "cli"), job, "--fault"));
+}
+
+TEST_CASE("protection.every: auto, with max_every a power of two >= 4 and a budget between 0 and 1") {
+    const auto c = config::parse("protection:\n  every: auto\n", "t");
+    CHECK(c.protection.every_auto());
+    CHECK(c.protection.max_every == 16);
+    CHECK(c.protection.overhead_budget == doctest::Approx(0.03));
+    CHECK(c.protection.period() == 16);
+    CHECK(config::parse("protection:\n  every: 4\n", "t").protection.period() == 4);
+    CHECK_FALSE(config::parse("protection:\n  every: 4\n", "t").protection.every_auto());
+    const auto tuned = config::parse("protection:\n  every: auto\n  max_every: 64\n  overhead_budget: 0.05\n", "t");
+    CHECK(tuned.protection.max_every == 64);
+    CHECK(tuned.protection.overhead_budget == doctest::Approx(0.05));
+    check_error("protection:\n  every: auto\n  max_every: 12\n", 3, "protection.max_every", "must be a power of two");
+    check_error("protection:\n  max_every: 2\n", 2, "protection.max_every", "must be between 4 and 1024, got 2");
+    check_error("protection:\n  overhead_budget: 0\n", 2, "protection.overhead_budget", "between 0 and 1");
+    check_error("protection:\n  overhead_budget: 1.5\n", 2, "protection.overhead_budget", "between 0 and 1");
+    check_error("protection:\n  overhead_budget: 3%\n", 2, "protection.overhead_budget", "must be a number, got '3%'");
+    // Under auto every multiple of max_every is snapshotted whatever k is: checkpoints and
+    // replication faults must be at those.
+    const std::string ckpt = "checkpoint:\n  dir: /tmp/ck\n  every_steps: 24\n";
+    check_error("protection:\n  every: auto\n" + ckpt, 5, "checkpoint.every_steps",
+                "must be a multiple of protection.max_every = 16 with protection.every = auto");
+    CHECK_NOTHROW(config::parse("protection:\n  every: auto\n  max_every: 8\n" + ckpt, "t"));
+    check_error("job:\n  dp: 2\n  nodes: 2\nprotection:\n  every: auto\nfaults:\n  - role=1:step=8:phase=replication\n",
+                7, "faults[0]", "only multiples of protection.max_every = 16 are sure to be: got step 8");
+    CHECK_NOTHROW(config::parse(
+        "job:\n  dp: 2\n  nodes: 2\nprotection:\n  every: auto\nfaults:\n  - role=1:step=32:phase=replication\n", "t"));
 }
 
 TEST_CASE("bad: detection and checkpoint ranges") {

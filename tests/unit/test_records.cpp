@@ -103,6 +103,13 @@ TEST_CASE("every record survives a round trip") {
     s.snapshot_d2h_GBps = 22.5;
     s.protection_every = 4;
     round_trip(s);
+    s.protection_auto = true;
+    s.protected_step_ms = 12.5;
+    s.unprotected_step_ms = 10.25;
+    s.mean_step_ms = 10.5;
+    round_trip(s);
+    round_trip(ProtectionInterval{32, 8, 2, 10.0, 12.0, 2.0, 0.025, 0.03, 16, "the smallest k within the budget"});
+    round_trip(ProtectionInterval{16, 2, 2, std::nullopt, 12.0, 0, 0, 0.03, 16, "not measured yet"});
 }
 
 TEST_CASE("fields added later read back with their defaults from older records") {
@@ -115,7 +122,13 @@ TEST_CASE("fields added later read back with their defaults from older records")
     JobStats s;
     j = s.to_json();
     j.erase("protection_every");
+    j.erase("protection_auto");
     CHECK(JobStats::from_json(j).protection_every == 1);
+    CHECK_FALSE(JobStats::from_json(j).protection_auto);
+    CHECK(is_typed("protection_interval"));
+    j = ProtectionInterval{32, 8, 2, 10.0, 12.0, 2.0, 0.025, 0.03, 16, "r"}.to_json();
+    j.erase("reason");
+    CHECK_THROWS_AS(validate(j), RecordError);
     j = ReplayDiverged{"dp0.tp0.pp0", "k", 8, 0, "w", "a", "b"}.to_json();
     CHECK(is_typed("replay_diverged"));
     CHECK(is_typed("platform_mismatch"));

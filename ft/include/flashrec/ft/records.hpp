@@ -191,7 +191,14 @@ struct JobStats {
     double sender_touched_incl_send_per_byte = 0;  // and the transport's read of what is sent
     double holder_touched_per_byte = 0;
     double hashed_in_cache_per_byte = 0;
-    std::int64_t protection_every = 1;  // snapshots are of every this many versions
+    std::int64_t protection_every = 1;  // snapshots are of every this many versions (under auto: the last k)
+    bool protection_auto = false;       // protection.every = auto chose it
+    // Median steps that snapshotted their starting version and that did not (absent: none ran).
+    std::optional<double> protected_step_ms;
+    std::optional<double> unprotected_step_ms;
+    // The mean step after the first (which carries the set-up): under protection.every = k the
+    // median hides the snapshotting steps, the mean spreads them (absent: one step or none).
+    std::optional<double> mean_step_ms;
     nlohmann::json to_json() const;
     static JobStats from_json(const nlohmann::json& j);
     bool operator==(const JobStats&) const = default;
@@ -250,6 +257,25 @@ struct SpareRejected {
     nlohmann::json to_json() const;
     static SpareRejected from_json(const nlohmann::json& j);
     bool operator==(const SpareRejected&) const = default;
+};
+
+// protection.every = auto chose another k, at a period boundary, one decision for all active
+// roles (from measurements combined across them). By role 0.
+struct ProtectionInterval {
+    static constexpr char kEvent[] = "protection_interval";
+    std::int64_t step = 0;       // the first version it applies to (a multiple of max_every)
+    std::int64_t every = 1;      // the k chosen
+    std::int64_t previous = 1;   // the k before
+    std::optional<double> step_ms;            // median step without a snapshot (absent: none yet)
+    std::optional<double> protected_step_ms;  // median step with one
+    double exposed_ms = 0;       // what one snapshot adds to its step
+    double overhead = 0;         // exposed_ms / (every x step_ms)
+    double budget = 0;           // protection.overhead_budget
+    std::int64_t max_every = 0;
+    std::string reason;
+    nlohmann::json to_json() const;
+    static ProtectionInterval from_json(const nlohmann::json& j);
+    bool operator==(const ProtectionInterval&) const = default;
 };
 
 // Checks a record whose "event" names one of the records above (throws RecordError naming the

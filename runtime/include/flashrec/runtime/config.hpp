@@ -42,7 +42,15 @@ struct Protection {
     // Snapshot (and replicate) only the versions that are multiples of this (the state before
     // step s is version s; 0 is always protected); a repair replays the steps since the version
     // restored. 1: every step (docs/snapshots.md, "A snapshot interval").
+    // 0 (`every: auto`): k is chosen from the measured step and snapshot cost (a power of two up
+    // to max_every, the smallest whose exposed cost per step stays within overhead_budget).
     std::int64_t every = 1;
+    std::int64_t max_every = 16;   // auto: the largest k, a power of two >= 4; k changes only at its multiples
+    double overhead_budget = 0.03; // auto: exposed protection cost per step, as a fraction of the step
+    static constexpr std::int64_t kAuto = 0;
+    bool every_auto() const { return every == kAuto; }
+    // The versions that are snapshotted whatever auto chooses: the multiples of this.
+    std::int64_t period() const { return every_auto() ? max_every : every; }
 };
 
 struct Checkpoint {

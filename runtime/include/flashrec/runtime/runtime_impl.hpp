@@ -79,6 +79,20 @@ struct Runtime::Impl {
     std::int64_t snapshot_version = -1;
     // Starts snapshot `version` of the live state when protection.every asks for it.
     void snapshot_if_due(std::int64_t version);
+    // protection.every = auto (interval_choice.hpp): the k in use, the same on every active role:
+    // reset to auto_start_every() by every resume, changed only by choose_interval() at a
+    // multiple of protection.max_every, from measurements combined across the active roles.
+    struct {
+        std::int64_t every = 1;
+        std::int64_t resumed_at = -1;  // the first step after a resume carries its set-up: not a sample
+        std::int64_t before_resume = 1;  // the k in use when the last repair began (its record says it)
+    } interval;
+    std::int64_t every_now() const { return cfg.protection.every_auto() ? interval.every : cfg.protection.every; }
+    // The step `index` took `ms`: a sample of a step with or without a snapshot.
+    void note_step_time(std::int64_t index, double ms);
+    // At a multiple of max_every under auto: one collective decision of k (a failure during it
+    // abandons the loop's way on like a step's: the caller repairs).
+    void choose_interval(std::int64_t version);
 
     // After a repair, the versions beyond the one restored that this process's stores held
     // committed before it: when the replay commits the same version again its checksums must
@@ -117,6 +131,9 @@ struct Runtime::Impl {
     struct {
         std::vector<double> step_ms;          // wall time of each completed step
         std::vector<double> exposed_wait_ms;  // sync-point wait for the previous snapshot, per step
+        // Steps that snapshotted their starting version and steps that did not (not the first
+        // after a resume): what protection.every = auto chooses from, and job_stats reports.
+        std::vector<double> protected_ms, unprotected_ms;
         std::chrono::steady_clock::time_point step_start;
     } stats;
     void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
