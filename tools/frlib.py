@@ -22,6 +22,7 @@ sees the records as they are written (to kill mpirun at a step, flood the contro
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -233,3 +234,76 @@ def launch(launcher, config, events_path, faults=(), extra=(), timeout=240, exit
     except (FileNotFoundError, ValueError):
         result = {"failures": ["fr-run wrote no result"]}
     return Launch(result, p.returncode == 0, output, read_events(events_path), seconds, running)
+
+
+def _signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def state_of(pid):
+    """The state letter of /proc/<pid>/stat ("R", "S", "T", "Z", ...); "X" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
+
+
+def _depth_of(pid):
+    """How many ancestors `pid` has (0 once it is gone)."""
+    depth = 0
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+        depth += 1
+    return depth
+
+
+def _all_threads_stopped(pid):
+    """Every thread of `pid` stopped (or gone): the main thread shows "T" while another thread
+    may still run for a moment."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    return all(state_of(f"{pid}/task/{tid}") in ("T", "t", "Z", "X") for tid in tids)
+
+
+def _stop_all(find_pids, limit_s):
+    deadline = time.monotonic() + limit_s
+    stopped = set()
+    while True:
+        found = find_pids()
+        running = [p for p in found if not _all_threads_stopped(p)]
+        stopped.update(found)
+        if not running or time.monotonic() > deadline:
+            return sorted(stopped)
+        _signal_all(running, signal.SIGSTOP)
+        time.sleep(0.005)
+
+
+def kill_at_once(find_pids, pgid=None, stop_limit_s=2.0):
+    """Kills a whole job like a node losing power: nothing in it gets to act on a peer's death.
+    `find_pids()` lists its processes (ranks in sessions of their own included); `pgid` is the
+    process group of the command that started it.
+
+    Every process is SIGSTOPped first and checked stopped, every thread of it (one still running
+    when the others die would start a recovery, or under plain mpirun leave by an exception and
+    remove its snapshot segments). Then children die before their parents: a stopped rank whose
+    mpirun dies first is left in an orphaned process group, which the kernel wakes with SIGHUP and
+    SIGCONT."""
+    stopped = _stop_all(find_pids, stop_limit_s)
+    _signal_all(sorted(stopped, key=_depth_of, reverse=True), signal.SIGKILL)
+    if pgid is not None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _signal_all(find_pids(), signal.SIGKILL)

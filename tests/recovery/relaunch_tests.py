@@ -19,7 +19,6 @@ the tag is SIGKILLed (as tools/fr-run does). Prints PASS or FAIL lines.
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -70,20 +69,7 @@ def run_and_kill_at(a, args, step, timeout=120):
         if time.monotonic() - start > timeout:
             break
     # Everything at once, like a node losing power: nothing gets to clean up.
-    for _ in range(50):
-        pids = frlib.pids_with_env("FLASHREC_TEST_TAG", tag)
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if not pids:
-            break
-        time.sleep(0.05)
+    frlib.kill_at_once(lambda: frlib.pids_with_env("FLASHREC_TEST_TAG", tag), p.pid)
     p.wait()
     text = "".join(out)
     check(reached is not None, f"the job never reached step {step}:\n{text[-2000:]}")
