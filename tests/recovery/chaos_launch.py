@@ -106,6 +106,14 @@ class LaunchChaos:
         """A role's loop has ended (job_stats, role_finished): too late to hit the job."""
         return any(e["event"] in ("job_stats", "role_finished") for e in state.records())
 
+    def _kill_missed(self, run, category, needed):
+        """The kill came after every role had finished its loop and said so (role_finished): the
+        job was complete, nothing was hit. The records the watcher reads lag, so it cannot know
+        beforehand; the trial runs again."""
+        finished = {e.get("role") for e in run.records if e["event"] == "role_finished"}
+        return (category in ("mpirun-kill", "flip-before-relaunch") and len(finished) >= self.ranks
+                and not any(e["event"] == needed for e in run.records))
+
     def _progress(self, state):
         ev = state.records()
         mpirun = next((e["pid"] for e in reversed(ev) if e["event"] == "launch"), None)
@@ -147,7 +155,7 @@ class LaunchChaos:
                 _kill([launcher], signal.SIGSTOP)
                 try:
                     if mpirun not in self._pids(state) or not self.segments() or self._ended(state):
-                        # The log's step records lag (the job runs ~300 steps/s): its loop had
+                        # The log's step records lag (the job runs ~150 steps/s): its loop had
                         # ended already. Run the trial again rather than judge a job nothing hit.
                         state.late = True
                         return
@@ -201,10 +209,13 @@ class LaunchChaos:
                 state.note = f"{len(pids)} processes stopped for {pause:.1f} s at step {step}"
         else:
             raise ValueError(category)
+        needed = {"mpirun-kill": "warm_relaunch", "flip-before-relaunch": "warm_relaunch",
+                  "sigstop-rank": "hang_kill", "port-garbage": "recovery" if faults else "job_end",
+                  "pause-all": "job_end"}[category]
         for attempt in range(3):
             run = self.launch(faults, watcher)
             state = run.running
-            if state.done and not getattr(state, "late", False):
+            if state.done and not getattr(state, "late", False) and not self._kill_missed(run, category, needed):
                 break
             print(f"     (chaos {t}: the job ended before the trial could act; running it again)", flush=True)
         left = self.segments()
@@ -221,9 +232,6 @@ class LaunchChaos:
             verdict = "wrong"
         # What the launcher must have done about it (a trial that did nothing proves nothing).
         ev = run.records
-        needed = {"mpirun-kill": "warm_relaunch", "flip-before-relaunch": "warm_relaunch",
-                  "sigstop-rank": "hang_kill", "port-garbage": "recovery" if faults else "job_end",
-                  "pause-all": "job_end"}[category]
         if verdict == "identical" and not any(e["event"] == needed for e in ev):
             verdict = "wrong"
             state.note += f"; no {needed} record"
@@ -236,7 +244,7 @@ class LaunchChaos:
         if category == "flip-before-relaunch":
             rejected = [e.get("store") for e in ev if e["event"] == "snapshot_rejected"]
             state.note += f"; rejected {rejected}" if rejected else "; the flipped copy was not needed"
-        if not state.done or getattr(state, "late", False):
+        if not state.done or getattr(state, "late", False) or self._kill_missed(run, category, needed):
             verdict = "wrong"
             state.note = "the trial never got to act (the job ended first)"
         name = f"chaos {t}: launcher {category} ({state.note}{'; ' + ' '.join(faults) if faults else ''})"
