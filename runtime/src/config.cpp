@@ -41,7 +41,8 @@ constexpr std::array<std::string_view, 3> kActionNames = {"kill", "exit", "stop"
 constexpr std::array<std::string_view, 2> kJobPlacements = {"block", "cyclic"};
 constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware", "ring"};
 constexpr std::array<std::string_view, 2> kSparePolicies = {"shrink", "checkpoint-and-requeue"};
-constexpr std::array<std::string_view, 3> kTransports = {"tcp", "shm", "auto"};
+// ofi: btl ofi over libfabric, proven here only over its tcp provider on the loopback (docs/limitations.md).
+constexpr std::array<std::string_view, 4> kTransports = {"tcp", "shm", "auto", "ofi"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"debug", "info", "warn", "error"};
 
 // yaml-cpp counts lines from 0 and uses -1 for "no position"; messages count from 1, 0 = none.
