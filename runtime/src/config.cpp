@@ -41,8 +41,17 @@ constexpr std::array<std::string_view, 3> kActionNames = {"kill", "exit", "stop"
 constexpr std::array<std::string_view, 2> kJobPlacements = {"block", "cyclic"};
 constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware", "ring"};
 constexpr std::array<std::string_view, 2> kSparePolicies = {"shrink", "checkpoint-and-requeue"};
-// ofi: btl ofi over libfabric, proven here only over its tcp provider on the loopback (docs/limitations.md).
-constexpr std::array<std::string_view, 4> kTransports = {"tcp", "shm", "auto", "ofi"};
+constexpr std::array<std::string_view, 3> kTransports = {"tcp", "shm", "auto"};
+
+// Transports flashrec knows and refuses, and why: a ConfigError before launch, not a job that
+// loses every survivor at its first failure (docs/ulfm-traps.md trap 12, docs/limitations.md).
+std::optional<std::string> refused_transport(std::string_view value) {
+    if (value != "ofi") return std::nullopt;
+    return "is 'ofi', which Open MPI 5.0.10 cannot run fault-tolerantly: btl ofi ends the whole process on any "
+           "completion-queue error, and a dead peer's unfinished sends give one (every survivor of a SIGKILL exited 1, "
+           "'BTL OFI will now abort'); mtl ofi needs pml cm, which ULFM disables (docs/ulfm-traps.md trap 12). "
+           "Use tcp, shm or auto";
+}
 constexpr std::array<std::string_view, 4> kLogLevels = {"debug", "info", "warn", "error"};
 
 // yaml-cpp counts lines from 0 and uses -1 for "no position"; messages count from 1, 0 = none.
@@ -119,6 +128,7 @@ struct Field {
     bool size = false;                               // an integer that may carry a KiB/MiB/GiB suffix
     const char* word = nullptr;                      // an integer that may also be this word ...
     std::int64_t word_value = 0;                     // ... which stands for this value
+    std::optional<std::string> (*refused)(std::string_view) = nullptr;  // strings: why a known value is refused
 };
 
 const std::vector<Field<Job>>& job_fields() {
@@ -179,7 +189,7 @@ const std::vector<Field<Detection>>& detection_fields() {
 }
 const std::vector<Field<Mpi>>& mpi_fields() {
     static const std::vector<Field<Mpi>> fields = {
-        {.key = "transport", .member = &Mpi::transport, .choices = kTransports},
+        {.key = "transport", .member = &Mpi::transport, .choices = kTransports, .refused = refused_transport},
         {.key = "detector_period_ms", .member = &Mpi::detector_period_ms, .min = 1},
         {.key = "detector_timeout_ms", .member = &Mpi::detector_timeout_ms, .min = 1},
     };
@@ -549,6 +559,8 @@ private:
         } else if constexpr (std::is_same_v<T, std::string>) {
             if (value.IsNull() && field.choices.empty()) return out.clear();  // "dir:" alone: unset
             if (!value.IsScalar()) fail(at, dotted, "must be a string, got " + describe(value));
+            if (field.refused)
+                if (const auto why = field.refused(value.Scalar())) fail(at, dotted, *why);
             if (!field.choices.empty() &&
                 std::find(field.choices.begin(), field.choices.end(), value.Scalar()) == field.choices.end())
                 fail(at, dotted, one_of(value.Scalar(), field.choices));
@@ -780,6 +792,7 @@ Mpi with_environment(const Mpi& mpi, const std::function<const char*(const char*
         throw ConfigError("environment", 0, name, problem);
     };
     if (const auto transport = given(ft::env::kTransport)) {
+        if (const auto why = refused_transport(*transport)) fail(ft::env::kTransport, *why);
         if (std::find(kTransports.begin(), kTransports.end(), *transport) == kTransports.end())
             fail(ft::env::kTransport, one_of(*transport, kTransports));
         out.transport = *transport;
