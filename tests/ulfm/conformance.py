@@ -18,6 +18,11 @@ Operation `spawn` (the survivors in MPI_Comm_spawn) is not in the default set: i
 and returns an unnamed error over shm (docs/ulfm-traps.md, "A death while the survivors are
 inside MPI_Comm_spawn"); `--ops spawn` runs it.
 
+Transport `ofi` (fr-mpirun's btl ofi over libfabric's tcp provider, not a transport flashrec
+accepts) passes this set at 3 ranks, yet a flashrec job's survivors abort over it: its 4-byte
+messages leave nothing in flight to the victim (docs/ulfm-traps.md trap 12; test
+ulfm.conformance_ofi).
+
 Prints the table and `conformance: N cases, F failed`; exits 1 when any case failed.
   conformance.py --program build/tests/ulfm_conformance [--transports tcp,shm] [--kinds ...]
 """
