@@ -11,6 +11,8 @@
   fault_matrix.py --trainer EXE --config-dir DIR every-auto [--phases ...]
   fault_matrix.py --trainer EXE --config-dir DIR chaos --trials N [--seed S] [--only CAT...] [--cycle]
                   [--snapshots EXE] [--launcher EXE --launch-config YAML --workdir DIR]
+                  [--results FILE] [--job-prefix P] [--launch-job-name NAME]
+  fault_matrix.py --trainer X --config-dir X table FILE...   (the table of chaos --results files)
 
 chaos draws seeded trials from the in-job categories (and, with --launcher, the launcher-level
 ones of chaos_launch.py) and prints a table by category: identical / clean refusal (state truly
@@ -23,6 +25,7 @@ of the same job, emitted the expected number of recovery records, and no record 
 than one step. Prints one line per run, a table, and "N passed, M failed".
 """
 import argparse
+import json
 import os
 import random
 import re
@@ -541,7 +544,8 @@ def chaos_trial(rng, t, categories=None, cycle=False, every_rng=None, everies=No
     return name, ranks, configs(ranks, shards)[kind], faults, expect, refusal, every
 
 
-def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False, everies=None, job_suffix=""):
+def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False, everies=None, job_suffix="",
+          results=None):
     rng = random.Random(seed)
     every_rng = random.Random(f"{seed}/protection.every")
     table = dict.fromkeys(chaos_launch.VERDICTS, 0)
@@ -567,8 +571,36 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False,
         if not ok:
             print(out[-2500:], flush=True)
         r.results.append((name, ok, res))
+        if results:
+            # One typed record a trial: `fault_matrix.py table FILE...` prints the table of a run
+            # (or of a run cut short, or of several runs together).
+            with open(results, "a") as f:
+                f.write(json.dumps({"event": "chaos_trial", "seed": seed, "trial": t, "category": category,
+                                    "every": every, "verdict": verdict, "seconds": round(seconds, 2),
+                                    "name": name}) + "\n")
     print_table(by_category, by_every, table, seconds_of)
     print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items()) + f" (trials {trials}, seed {seed})")
+
+
+def table_of(paths):
+    """Prints the table of the chaos_trial records in `paths` (--results files)."""
+    table = dict.fromkeys(chaos_launch.VERDICTS, 0)
+    by_category, by_every, seconds_of, seeds = {}, {}, {}, set()
+    for path in paths:
+        for rec in frlib.read_events(path):
+            if rec.get("event") != "chaos_trial":
+                continue
+            v, c = rec["verdict"], rec["category"]
+            table[v] += 1
+            by_category.setdefault(c, dict.fromkeys(table, 0))[v] += 1
+            by_every.setdefault(rec["every"], dict.fromkeys(table, 0))[v] += 1
+            seconds_of.setdefault(c, []).append(rec["seconds"])
+            seeds.add(rec["seed"])
+    print_table(by_category, by_every, table, seconds_of)
+    total = sum(table.values())
+    print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items())
+          + f" (trials {total}, seeds {sorted(seeds)}, {sum(map(sum, seconds_of.values())):.0f} s of trials)")
+    return 0 if all(v == 0 for k, v in table.items() if k not in ("identical", "clean refusal")) else 1
 
 
 def print_table(by_category, by_every, table, seconds_of):
@@ -640,6 +672,7 @@ def main():
     c.add_argument("--launch-config", help="train.yaml of the launcher-level trials (launch.program set)")
     c.add_argument("--workdir", default=os.getcwd(), help="where the launcher trials write their event logs")
     c.add_argument("--launch-timeout", type=float, default=120)
+    c.add_argument("--results", help="append one chaos_trial JSON record a trial to this file")
     c.add_argument("--job-prefix", default="", help="put before the in-job trials' job names (e.g. h29s-)")
     c.add_argument("--launch-job-name", help="the launcher trials' job name (default: the config's)")
     c.add_argument("--cycle", action="store_true", help="take the categories in turn instead of at random")
@@ -647,10 +680,14 @@ def main():
                    help="the protection.every values drawn (default: all; 1 alone: the soak before issue 30)")
     c.add_argument("--job-suffix", default="", help="appended to the in-job trials' job names (their /dev/shm "
                    "segments), to run beside another checkout's tests of the same configs")
+    tb = sub.add_parser("table", help="the table of --results files of chaos runs")
+    tb.add_argument("files", nargs="+")
     s = sub.add_parser("soak")
     s.add_argument("--trials", type=int, default=10)
     s.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
     a = ap.parse_args()
+    if a.what == "table":
+        return table_of(a.files)
     r = Runner(a.trainer, a.config_dir, a.timeout)
     if a.what == "matrix":
         matrix(r, a.ranks, a.phases)
@@ -681,7 +718,7 @@ def main():
             categories = categories or IN_JOB + chaos_launch.CATEGORIES
         elif categories and set(categories) & set(chaos_launch.CATEGORIES):
             ap.error("launcher categories need --launcher and --launch-config")
-        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle, a.every, a.job_suffix)
+        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle, a.every, a.job_suffix, a.results)
     else:
         print(f"soak: {a.trials} trials, seed {a.seed}")
         soak(r, a.trials, a.seed)
