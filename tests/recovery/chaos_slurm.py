@@ -157,21 +157,34 @@ class SlurmChaos:
                 continue
             shm = node_sh("exec", n, "ls", "/dev/shm")
             left += [f"{n}:/dev/shm/{s}" for s in shm.split() if s.startswith(f"flashrec.{self.job}.")]
-        for pid in frlib.pids_with_env("SLURM_JOB_NAME", self.job) + self._trainer_pids():
+        for pid in self._job_pids():
             left.append(f"pid {pid} {open(f'/proc/{pid}/comm').read().strip() if os.path.exists(f'/proc/{pid}') else ''}")
         return left
 
-    def _trainer_pids(self):
+    def _job_pids(self):
+        """Processes inside the test nodes' cgroups that belong to the job: the launcher, mpirun,
+        PRRTE's daemons and the ranks carry the job's SLURM_JOB_NAME (or are the trainer)."""
+        mount = next((line.split()[4] for line in open("/proc/self/mountinfo") if " - cgroup2 " in line), None)
+        root = os.path.join(mount or "/sys/fs/cgroup", "flashrec-slurm")
+        want = f"SLURM_JOB_NAME={self.job}".encode()
         out = []
-        for d in os.listdir("/proc"):
-            if d.isdigit():
+        for dirpath, _, files in os.walk(root):
+            if "cgroup.procs" not in files:
+                continue
+            try:
+                pids = [int(p) for p in open(os.path.join(dirpath, "cgroup.procs")).read().split()]
+            except OSError:
+                continue
+            for pid in pids:
                 try:
-                    with open(f"/proc/{d}/cmdline", "rb") as f:
-                        argv = f.read().split(b"\0")
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        env = f.read().split(b"\0")
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        argv0 = f.read().split(b"\0")[0]
                 except OSError:
                     continue
-                if argv and argv[0] in (self.trainer.encode(), self.launcher.encode()):
-                    out.append(int(d))
+                if want in env or argv0 == self.trainer.encode():
+                    out.append(pid)
         return out
 
     def trial(self, rng, t, category):
@@ -191,7 +204,7 @@ class SlurmChaos:
         jobid = subprocess.run(["sbatch", "--parsable", f"--nodes={NODES}", "--time=10", "-J", self.job,
                                 TEMPLATE, cfg], cwd=self.c.dir, env=env, stdout=subprocess.PIPE, text=True,
                                timeout=10, check=True).stdout.strip()
-        out_path = os.path.join(self.c.dir, f"flashrec-{jobid}.out")
+        out_path = os.path.join(self.c.dir, f"{self.job}-{jobid}.out")  # the template's %x-%j.out
         log = frlib.EventLog(events)
         killed, frozen, note, phase, seen, state_gone = [], [], "", 0, 0, False
         deadline = start + self.job_timeout
@@ -252,6 +265,14 @@ class SlurmChaos:
         output = open(out_path, errors="replace").read() if os.path.exists(out_path) else ""
         records = frlib.read_events(events) if os.path.exists(events) else []
         end = next((e for e in reversed(records) if e["event"] == "job_end"), {})
+        # A refused job keeps its segments for a relaunch (as in-job refusals do): not a leak.
+        # Whatever is left is removed, so that every trial starts on empty nodes.
+        for item in left:
+            if ":/dev/shm/" in item:
+                node, path = item.split(":", 1)
+                node_sh("exec", node, "rm", "-f", path)
+        if end.get("outcome") in REFUSALS:
+            left = [item for item in left if ":/dev/shm/" not in item]
         sums = frlib.checksums(output)
         if hung:
             verdict = "hung"
