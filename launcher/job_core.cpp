@@ -306,10 +306,11 @@ void JobCore::handle(const TeardownDone& teardown, Now now, Effects& fx) {
     evidence.mpirun_status = status;
     const Death death = observe_death(evidence);
     forced_.reset();
-    after_death(death.observation, death.detail, teardown, now, fx);
+    after_death(death.observation, death.detail, status, teardown, now, fx);
 }
 
-void JobCore::after_death(const Observation& obs, const std::string& detail, const TeardownDone& teardown, Now now,
+void JobCore::after_death(const Observation& obs, const std::string& detail, int mpirun_status,
+                          const TeardownDone& teardown, Now now,
                           Effects& fx) {
     Budgets budgets;
     budgets.warm_used = restarts_.warm_used();
@@ -338,7 +339,7 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, con
              {"why", "state lost in-job, but no node was lost: the dead processes' node-local segments may hold it"}});
     // A node's failure is not the same failure twice: the relaunch moves off that node.
     const bool guarded = rule.action != Action::replace_node;
-    const FailureSignature failure{std::string(rule.classification), inc.step};
+    const FailureSignature failure{std::string(rule.classification), inc.step, mpirun_status};
     for (const RestartStep& step : decision.steps) {
         if (step.kind == Restart::warm_relaunch) {
             if (step.refused) {

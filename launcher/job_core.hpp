@@ -76,7 +76,8 @@ private:
     void force_death(const ForcedDeath& death, Effects& fx);
     void await_final_records(Now now, Effects& fx);
     void judge(bool finished, Now now, Effects& fx);
-    void after_death(const Observation& observation, const std::string& detail, const TeardownDone& teardown, Now now,
+    void after_death(const Observation& observation, const std::string& detail, int mpirun_status,
+                     const TeardownDone& teardown, Now now,
                      Effects& fx);
     // `from_dead_segments`: 76 in-job with every node alive (what the incident says once recovered).
     void start_warm_relaunch(const nlohmann::json& reason, bool from_dead_segments, Now now, Effects& fx);

@@ -17,6 +17,10 @@ namespace flashrec::launcher {
 struct FailureSignature {
     std::string classification;  // the rule's: job_lost, relaunch_requested, ...
     std::int64_t step = -1;      // the step the job died in
+    // How mpirun ended (its wait status): a job whose mpirun was SIGKILLed from outside, then
+    // whose relaunch lost a node's ranks (mpirun exit 1), did not fail the same way twice (the
+    // soak's relaunch-node-loss, issue 29); a loop repeats its ending too.
+    int mpirun_status = 0;
     bool operator==(const FailureSignature&) const = default;
 };
 

@@ -930,6 +930,30 @@ TEST_CASE("restarts: the same failure at the same step after a warm relaunch end
     CHECK(h.core->outcome().message.find("job_lost at step 20") != std::string::npos);
 }
 
+TEST_CASE("restarts: a relaunch that lost its own ranks before any new step is no loop (mpirun ended otherwise)") {
+    // Issue 29's soak (relaunch-node-loss): mpirun SIGKILLed from outside in step 20, then the
+    // relaunch's ranks of one node killed before it made a step: mpirun exits 1. Not the same
+    // failure: a second relaunch starts (it was "restart loop", exit 80, with every copy alive).
+    Harness h(plan_of(5));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    h.register_all(20);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(1));
+    h.tick();
+    CHECK(h.logged("restart_loop").empty());
+    CHECK(h.asked<StartAttempt>().size() == 3);
+    // The same ending again without progress is the loop.
+    h.register_all(20);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(1));
+    h.tick();
+    REQUIRE(h.logged("restart_loop").size() == 1);
+    CHECK(h.logged("restart_loop")[0]["same_as"] == 2);
+    CHECK(h.core->outcome().exit_code == kExitRestartLoop);
+}
+
 TEST_CASE("restarts: a relaunch that makes no new step resets nothing; one that does clears the failures seen") {
     // No progress: the relaunch dies before any step; the next same death is the loop.
     Harness none(plan_of(5));

@@ -12,10 +12,26 @@ the trial does to it what the in-job grammar cannot:
   pause-all             the launcher, mpirun and every rank SIGSTOPped together for 1.5-2.5 hang
                         timeouts, then resumed together (a paused VM, the stall of docs/slurm.md):
                         nobody was hung, so no failure, kill, drain or relaunch may follow
+  node-kill             (issue 29) every process of one virtual node (its ranks and a hot spare
+                        placed on it) SIGKILLed at once at a random step: its snapshots stay in
+                        /dev/shm (the node's memory lives), in-job recovery or a relaunch resumes
+  node-freeze           (issue 29) every process of one virtual node SIGSTOPped at a random step
+                        and never resumed: found by the heartbeats, killed and replaced
+  relaunch-node-loss    (issue 29) the whole job killed at once (launcher stopped, as in
+                        flip-before-relaunch), and once the warm relaunch's ranks of one virtual node
+                        have registered, before the relaunched job runs, every process of that node
+                        SIGKILLed: a node lost during a warm relaunch
 
-Each trial is judged like an in-job one: identical (exit 0 and the failure-free checksum of the
-same job under the launcher), wrong, hung (fr-run's timeout) or leaked (a process or a segment
-of the job left). No launcher category loses state, so none may end in a refusal.
+Each trial also draws its settings (issue 29): the shards even or uneven (the model's hidden
+layer one smaller: 9,279 parameters over dp 4, so the ring holders keep shards of another size
+than their own) and the spare hot or spawned. Each setting has its own failure-free baseline.
+
+Each trial is judged like an in-job one, from fr-run's result and the launcher's typed records:
+identical (exit 0 and the failure-free checksum of the same job under the launcher), clean refusal
+(job_end says state_lost, and the state was truly gone), needless refusal (a refusal when a copy
+of every role's state survived), wrong, hung (fr-run's timeout) or leaked (a process or a segment
+of the job left). No local launcher category loses state (a virtual node's /dev/shm is the
+machine's), so every refusal here is needless.
 """
 import os
 import random
@@ -32,7 +48,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "launcher"))
 import frlib  # noqa: E402
 from launch_tests import flood  # noqa: E402
 
-CATEGORIES = ["mpirun-kill", "flip-before-relaunch", "port-garbage", "sigstop-rank", "pause-all"]
+CATEGORIES = ["mpirun-kill", "flip-before-relaunch", "port-garbage", "sigstop-rank", "pause-all",
+              "node-kill", "node-freeze", "relaunch-node-loss"]
+SHARDS = ["even", "uneven"]
+SPARES = ["hot", "spawned"]
+# The verdicts of a trial, the columns of the soak's table (issue 29).
+VERDICTS = ["identical", "clean refusal", "needless refusal", "wrong", "hung", "leaked"]
+# job_end outcomes that refuse to go on: the job ends without its result.
+REFUSALS = ("state_lost", "spares_exhausted", "relaunch_budget_spent", "restart_loop")
 TRIAL_ENV = "FLASHREC_CHAOS_TRIAL"  # marks every process of one trial (fr-run's tag is its own)
 
 
@@ -53,20 +76,39 @@ def _kill(pids, sig):
 
 
 class LaunchChaos:
-    def __init__(self, launcher, config, workdir, timeout, snapshots):
+    def __init__(self, launcher, config, workdir, timeout, snapshots, job_name=None):
         self.launcher = launcher
         self.snapshots = snapshots
-        self.config = config
         self.workdir = workdir
         self.timeout = timeout
         with open(config) as f:
-            text = f.read()
-        self.job = re.search(r"name:\s*([A-Za-z0-9_-]+)", text).group(1)
-        self.steps = int(re.search(r"steps:\s*(\d+)", text).group(1))
-        self.ranks = int(re.search(r"dp:\s*(\d+)", text).group(1))
-        self.hang_ms = int(re.search(r"hang_timeout_ms:\s*(\d+)", text).group(1))
-        self.ref = None
+            self.text = f.read()
+        if job_name:
+            self.text = re.sub(r"(name:\s*)[A-Za-z0-9_-]+", rf"\g<1>{job_name}", self.text, count=1)
+        self.base_job = re.search(r"name:\s*([A-Za-z0-9_-]+)", self.text).group(1)
+        self.steps = int(re.search(r"steps:\s*(\d+)", self.text).group(1))
+        self.ranks = int(re.search(r"dp:\s*(\d+)", self.text).group(1))
+        self.hang_ms = int(re.search(r"hang_timeout_ms:\s*(\d+)", self.text).group(1))
+        self.refs = {}
         os.makedirs(workdir, exist_ok=True)
+        self.use(("even", "hot"))
+
+    def use(self, setting):
+        """Writes the config of one setting (shards, spare) and makes it the current job."""
+        shards, spare = setting
+        text = self.text
+        suffix = ("" if shards == "even" else "-u") + ("" if spare == "hot" else "-s")
+        text = re.sub(r"(name:\s*)[A-Za-z0-9_-]+", rf"\g<1>{self.base_job}{suffix}", text, count=1)
+        if shards == "uneven":
+            # One hidden unit fewer: the parameter count is no longer a multiple of dp.
+            text = re.sub(r"hidden:\s*(\d+)", lambda m: f"hidden: {int(m.group(1)) - 1}", text, count=1)
+        if spare == "spawned":
+            text = re.sub(r"hot_spares:\s*\d+", "hot_spares: 0", text)
+        self.setting = setting
+        self.job = f"{self.base_job}{suffix}"
+        self.config = os.path.join(self.workdir, f"{self.job}.yaml")
+        with open(self.config, "w") as f:
+            f.write(text)
 
     def segments(self):
         return sorted(n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{self.job}."))
@@ -81,14 +123,14 @@ class LaunchChaos:
                             poll_s=0.01)
 
     def baseline(self):
-        if self.ref is None:
+        if self.setting not in self.refs:
             run = self.launch()
             sums = frlib.checksums(run.output)
             if len(sums) != 1 or not run.ok:
                 print(run.output[-3000:])
-                sys.exit("failure-free launch of the chaos job failed")
-            self.ref = sums[0]
-        return self.ref
+                sys.exit(f"failure-free launch of the chaos job {self.job} failed")
+            self.refs[self.setting] = sums[0]
+        return self.refs[self.setting]
 
     # --- what each category does while the job runs ---------------------------------------------
 
@@ -111,8 +153,39 @@ class LaunchChaos:
         job was complete, nothing was hit. The records the watcher reads lag, so it cannot know
         beforehand; the trial runs again."""
         finished = {e.get("role") for e in run.records if e["event"] == "role_finished"}
-        return (category in ("mpirun-kill", "flip-before-relaunch") and len(finished) >= self.ranks
-                and not any(e["event"] == needed for e in run.records))
+        return (category in ("mpirun-kill", "flip-before-relaunch", "node-kill", "relaunch-node-loss")
+                and len(finished) >= self.ranks and not any(e["event"] in needed for e in run.records))
+
+    @staticmethod
+    def _nodes(ev):
+        """{virtual node: [roles]} of the newest layout record: the nodes with active ranks, and the
+        hot spares placed on them (a spare registers as spare:<rank>)."""
+        layout = next((e for e in reversed(ev) if e["event"] == "layout"), None)
+        if layout is None:
+            return {}
+        nodes = {n["node"]: [r["role"] for r in n["ranks"]] for n in layout.get("nodes", [])}
+        for spare in layout.get("hot_spares") or []:
+            if spare["node"] in nodes:
+                nodes[spare["node"]].append(f"spare:{spare['rank']}")
+        return nodes
+
+    @staticmethod
+    def _role_pids(ev, since=0):
+        """{role: pid} of the newest rank_registered record of each role from record `since` on."""
+        pids = {}
+        for e in ev[since:]:
+            if e["event"] == "rank_registered" and e.get("role") is not None:
+                pids[e["role"]] = e["pid"]
+        return pids
+
+    def _kill_job_at_once(self, state, launcher):
+        """Every process of the trial but the launcher and fr-run SIGKILLed, the launcher stopped."""
+        for _ in range(100):
+            rest = [p for p in self._pids(state) if p not in (launcher, state.proc.pid)]
+            if not rest:
+                break
+            _kill(rest, signal.SIGKILL)
+            time.sleep(0.05)
 
     def _progress(self, state):
         ev = state.records()
@@ -128,6 +201,7 @@ class LaunchChaos:
 
     def trial(self, rng, t, category):
         """One trial: (name, verdict, output, seconds). The watchers get the frlib.Running of the launch."""
+        self.use((rng.choice(SHARDS), rng.choice(SPARES)))
         want = self.baseline()
         at = rng.randrange(self.steps // 10, self.steps * 2 // 3)
         faults, watcher = [], None
@@ -140,6 +214,75 @@ class LaunchChaos:
                     if not state.late:
                         _kill([mpirun], signal.SIGKILL)
                     state.note = f"SIGKILL mpirun at step {step}"
+        elif category in ("node-kill", "node-freeze"):
+            pick = rng.random()
+            sig = signal.SIGKILL if category == "node-kill" else signal.SIGSTOP
+
+            def watcher(state):
+                ev, mpirun, step, running = self._progress(state)
+                if not (mpirun and running and step >= at):
+                    return
+                nodes = self._nodes(ev)
+                pids = self._role_pids(ev)
+                if not nodes:
+                    return
+                state.done = True
+                node = sorted(nodes)[int(pick * len(nodes))]
+                victims = [pids[r] for r in nodes[node] if r in pids]
+                if self._ended(state):
+                    state.late = True
+                    return
+                # All at once: stop every process of the node, then (for a kill) SIGKILL them.
+                _kill(victims, signal.SIGSTOP)
+                if sig == signal.SIGKILL:
+                    _kill(victims, signal.SIGKILL)
+                state.note = (f"{'SIGKILL' if sig == signal.SIGKILL else 'SIGSTOP'} node {node} "
+                              f"({', '.join(nodes[node])}: {len(victims)} processes) at step {step}")
+        elif category == "relaunch-node-loss":
+            pick = rng.random()
+
+            def watcher(state):
+                if getattr(state, "phase", 0) == 0:
+                    _, mpirun, step, _ = self._progress(state)
+                    if not (mpirun and step >= at):
+                        return
+                    launcher = self._launcher_pid(state)
+                    if launcher is None:
+                        state.done, state.note = True, "no launcher process found"
+                        return
+                    _kill([launcher], signal.SIGSTOP)
+                    try:
+                        if mpirun not in self._pids(state) or self._ended(state):
+                            state.done = state.late = True
+                            return
+                        self._kill_job_at_once(state, launcher)
+                        state.note = f"all killed at step {step}"
+                        state.phase, state.seen = 1, len(state.records())
+                    finally:
+                        _kill([launcher], signal.SIGCONT)
+                    return
+                # The warm relaunch: once its ranks of one node have registered (and before its
+                # job runs), that node is lost.
+                ev = state.records()
+                start = next((i for i in range(state.seen, len(ev)) if ev[i]["event"] == "launch"), None)
+                if start is None:
+                    return
+                if any(e["event"] in ("job_running", "job_end") for e in ev[start:]):
+                    state.done = True
+                    state.missed_relaunch = True
+                    state.note += "; the relaunched job ran before its node's ranks were seen"
+                    return
+                nodes = self._nodes(ev)
+                pids = self._role_pids(ev, start)
+                node = sorted(nodes)[int(pick * len(nodes))] if nodes else None
+                if node is None or not all(r in pids for r in nodes[node] if not r.startswith("spare")):
+                    return
+                state.done = True
+                victims = [pids[r] for r in nodes[node] if r in pids]
+                _kill(victims, signal.SIGSTOP)
+                _kill(victims, signal.SIGKILL)
+                state.note += (f"; node {node} ({len(victims)} processes) SIGKILLed in the warm relaunch "
+                               f"(attempt {ev[start].get('attempt')})")
         elif category == "flip-before-relaunch":
             def watcher(state):
                 _, mpirun, step, _ = self._progress(state)
@@ -209,32 +352,26 @@ class LaunchChaos:
                 state.note = f"{len(pids)} processes stopped for {pause:.1f} s at step {step}"
         else:
             raise ValueError(category)
-        needed = {"mpirun-kill": "warm_relaunch", "flip-before-relaunch": "warm_relaunch",
-                  "sigstop-rank": "hang_kill", "port-garbage": "recovery" if faults else "job_end",
-                  "pause-all": "job_end"}[category]
+        needed = {"mpirun-kill": ("warm_relaunch",), "flip-before-relaunch": ("warm_relaunch",),
+                  "sigstop-rank": ("hang_kill",), "port-garbage": ("recovery",) if faults else ("job_end",),
+                  "pause-all": ("job_end",), "node-kill": ("recovery", "warm_relaunch"),
+                  "node-freeze": ("hang_kill",), "relaunch-node-loss": ("warm_relaunch",)}[category]
         for attempt in range(3):
             run = self.launch(faults, watcher)
             state = run.running
-            if state.done and not getattr(state, "late", False) and not self._kill_missed(run, category, needed):
+            if (state.done and not getattr(state, "late", False) and not getattr(state, "missed_relaunch", False)
+                    and not self._kill_missed(run, category, needed)):
                 break
             print(f"     (chaos {t}: the job ended before the trial could act; running it again)", flush=True)
         left = self.segments()
         if left:
             subprocess.run(["rm", "-f"] + [os.path.join("/dev/shm", n) for n in left])
-        sums = frlib.checksums(run.output)
-        if run.hung:
-            verdict = "hung"
-        elif run.left_behind or left:
-            verdict = "leaked"
-        elif run.ok and sums == [want]:
-            verdict = "identical"
-        else:
-            verdict = "wrong"
+        verdict = self.judge(run, want, state_gone=False)
         # What the launcher must have done about it (a trial that did nothing proves nothing).
         ev = run.records
-        if verdict == "identical" and not any(e["event"] == needed for e in ev):
+        if verdict == "identical" and not any(e["event"] in needed for e in ev):
             verdict = "wrong"
-            state.note += f"; no {needed} record"
+            state.note += f"; no {' or '.join(needed)} record"
         if category == "pause-all":
             taken = [(e["event"], e.get("role") or e.get("node")) for e in ev
                      if e["event"] in ("failure", "hang_kill", "node_drained", "warm_relaunch")]
@@ -244,11 +381,29 @@ class LaunchChaos:
         if category == "flip-before-relaunch":
             rejected = [e.get("store") for e in ev if e["event"] == "snapshot_rejected"]
             state.note += f"; rejected {rejected}" if rejected else "; the flipped copy was not needed"
-        if not state.done or getattr(state, "late", False) or self._kill_missed(run, category, needed):
+        if (not state.done or getattr(state, "late", False) or getattr(state, "missed_relaunch", False)
+                or self._kill_missed(run, category, needed)):
             verdict = "wrong"
             state.note = "the trial never got to act (the job ended first)"
-        name = f"chaos {t}: launcher {category} ({state.note}{'; ' + ' '.join(faults) if faults else ''})"
+        shards, spare = self.setting
+        name = f"chaos {t}: launcher {shards} {spare} {category} ({state.note}{'; ' + ' '.join(faults) if faults else ''})"
         return name, verdict, run.output, run.seconds
+
+    @staticmethod
+    def judge(run, want, state_gone):
+        """The verdict of one launch, from fr-run's result and the launcher's typed records: a
+        refusal is a job_end whose outcome refuses to go on (REFUSALS); clean where the state was
+        truly gone, needless where a copy of it survived."""
+        end = next((e for e in reversed(run.records) if e["event"] == "job_end"), {})
+        if run.hung:
+            return "hung"
+        if run.left_behind:
+            return "leaked"
+        if run.exit_code == 0 and frlib.checksums(run.output) == [want]:
+            return "identical"
+        if end.get("outcome") in REFUSALS and frlib.checksums(run.output) == []:
+            return "clean refusal" if state_gone else "needless refusal"
+        return "wrong"
 
     def flip(self, rng):
         """Flips one byte in the middle of the newest committed slot of a random store of the job

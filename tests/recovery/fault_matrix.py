@@ -11,10 +11,13 @@
   fault_matrix.py --trainer EXE --config-dir DIR every-auto [--phases ...]
   fault_matrix.py --trainer EXE --config-dir DIR chaos --trials N [--seed S] [--only CAT...] [--cycle]
                   [--snapshots EXE] [--launcher EXE --launch-config YAML --workdir DIR]
+                  [--results FILE] [--job-prefix P] [--launch-job-name NAME]
+  fault_matrix.py --trainer X --config-dir X table FILE...   (the table of chaos --results files)
 
 chaos draws seeded trials from the in-job categories (and, with --launcher, the launcher-level
-ones of chaos_launch.py) and prints a table by category: identical / documented refusal / wrong /
-hung / leaked (docs/limitations.md, "The chaos soak").
+ones of chaos_launch.py) and prints a table by category: identical / clean refusal (state truly
+gone) / needless refusal / wrong / hung / leaked (docs/limitations.md, "The chaos soak").
+tests/recovery/chaos_slurm.py adds whole nodes of the Slurm test cluster (issue 29).
 
 Every run goes through tools/fr-run (hard timeout, every process reaped) and
 tools/fr-mpirun. A run passes when it prints the same final_checksum as the failure-free run
@@ -22,6 +25,7 @@ of the same job, emitted the expected number of recovery records, and no record 
 than one step. Prints one line per run, a table, and "N passed, M failed".
 """
 import argparse
+import json
 import os
 import random
 import re
@@ -457,11 +461,14 @@ def fit_faults(faults, period, last=28):
     return out
 
 
+JOB_PREFIX = ""  # --job-prefix: put before every in-job trial's job name
+
+
 def config_with_every(config_dir, config, every, job_suffix=""):
     """`config` with protection.every set, written under a temporary directory; the config itself
     when every is 1 and there is no job_suffix. job_suffix renames the job (its /dev/shm segments),
     for a soak run beside other checkouts' tests that use the same configs."""
-    if every == "1" and not job_suffix:
+    if every == "1" and not job_suffix and not JOB_PREFIX:
         return config
     with open(os.path.join(config_dir, config)) as f:
         text = f.read()
@@ -473,9 +480,11 @@ def config_with_every(config_dir, config, every, job_suffix=""):
             text += "protection: {" + setting + "}\n"
     if job_suffix:
         text = re.sub(r"(job:\s*\{\s*name:\s*)([\w-]+)", rf"\g<1>\g<2>-{job_suffix}", text)
+    if JOB_PREFIX:
+        text = re.sub(r"(job:\s*\{\s*name:\s*)([\w-]+)", rf"\g<1>{JOB_PREFIX}\g<2>", text)
     folder = os.path.join(tempfile.gettempdir(), f"flashrec-chaos-every-{os.getuid()}")
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"every-{every}{'-' + job_suffix if job_suffix else ''}-{config}")
+    path = os.path.join(folder, f"every-{every}{'-' + job_suffix if job_suffix else ''}-{JOB_PREFIX}{config}")
     with open(path, "w") as f:
         f.write(text)
     return path
@@ -535,11 +544,12 @@ def chaos_trial(rng, t, categories=None, cycle=False, every_rng=None, everies=No
     return name, ranks, configs(ranks, shards)[kind], faults, expect, refusal, every
 
 
-def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False, everies=None, job_suffix=""):
+def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False, everies=None, job_suffix="",
+          results=None):
     rng = random.Random(seed)
     every_rng = random.Random(f"{seed}/protection.every")
-    table = {"identical": 0, "documented refusal": 0, "wrong": 0, "hung": 0, "leaked": 0}
-    by_category, by_every = {}, {}
+    table = dict.fromkeys(chaos_launch.VERDICTS, 0)
+    by_category, by_every, seconds_of = {}, {}, {}
     for t in range(trials):
         name, ranks, config, faults, expect, refusal_ok, every = chaos_trial(rng, t, categories, cycle, every_rng,
                                                                              everies)
@@ -552,21 +562,56 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False,
             verdict, res = chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every, job_suffix)
             out, seconds, detail = res["output"], res["seconds"], " ".join(faults)
         table[verdict] += 1
+        seconds_of.setdefault(category, []).append(seconds)
         row = by_category.setdefault(category, dict.fromkeys(table, 0))
         row[verdict] += 1
         by_every.setdefault(every, dict.fromkeys(table, 0))[verdict] += 1
-        ok = verdict in ("identical", "documented refusal")
+        ok = verdict in ("identical", "clean refusal")
         print(f"{'ok  ' if ok else 'FAIL'} {name:<44} {verdict:<19} {detail}  ({seconds:.1f} s)", flush=True)
         if not ok:
             print(out[-2500:], flush=True)
         r.results.append((name, ok, res))
-    print(f"{'category':<22}" + "".join(f"{k:>20}" for k in table))
-    for category, row in sorted(by_category.items()):
-        print(f"{category:<22}" + "".join(f"{v:>20}" for v in row.values()))
-    print(f"{'protection.every':<22}" + "".join(f"{k:>20}" for k in table))
-    for every, row in sorted(by_every.items(), key=lambda kv: (kv[0] == "auto", kv[0].zfill(4))):
-        print(f"{'k=' + every:<22}" + "".join(f"{v:>20}" for v in row.values()))
+        if results:
+            # One typed record a trial: `fault_matrix.py table FILE...` prints the table of a run
+            # (or of a run cut short, or of several runs together).
+            with open(results, "a") as f:
+                f.write(json.dumps({"event": "chaos_trial", "seed": seed, "trial": t, "category": category,
+                                    "every": every, "verdict": verdict, "seconds": round(seconds, 2),
+                                    "name": name}) + "\n")
+    print_table(by_category, by_every, table, seconds_of)
     print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items()) + f" (trials {trials}, seed {seed})")
+
+
+def table_of(paths):
+    """Prints the table of the chaos_trial records in `paths` (--results files)."""
+    table = dict.fromkeys(chaos_launch.VERDICTS, 0)
+    by_category, by_every, seconds_of, seeds = {}, {}, {}, set()
+    for path in paths:
+        for rec in frlib.read_events(path):
+            if rec.get("event") != "chaos_trial":
+                continue
+            v, c = rec["verdict"], rec["category"]
+            table[v] += 1
+            by_category.setdefault(c, dict.fromkeys(table, 0))[v] += 1
+            by_every.setdefault(rec["every"], dict.fromkeys(table, 0))[v] += 1
+            seconds_of.setdefault(c, []).append(rec["seconds"])
+            seeds.add(rec["seed"])
+    print_table(by_category, by_every, table, seconds_of)
+    total = sum(table.values())
+    print("chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items())
+          + f" (trials {total}, seeds {sorted(seeds)}, {sum(map(sum, seconds_of.values())):.0f} s of trials)")
+    return 0 if all(v == 0 for k, v in table.items() if k not in ("identical", "clean refusal")) else 1
+
+
+def print_table(by_category, by_every, table, seconds_of):
+    """The soak's table by category (the verdicts, and the mean seconds of a trial), then by k."""
+    print(f"{'category':<22}" + "".join(f"{k:>18}" for k in table) + f"{'s/trial':>9}")
+    for category, row in sorted(by_category.items()):
+        secs = seconds_of.get(category) or [0]
+        print(f"{category:<22}" + "".join(f"{v:>18}" for v in row.values()) + f"{sum(secs) / len(secs):>9.1f}")
+    print(f"{'protection.every':<22}" + "".join(f"{k:>18}" for k in table))
+    for every, row in sorted(by_every.items(), key=lambda kv: (kv[0] == "auto", kv[0].zfill(4))):
+        print(f"{'k=' + every:<22}" + "".join(f"{v:>18}" for v in row.values()))
 
 
 def chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every="1", job_suffix=""):
@@ -588,7 +633,9 @@ def chaos_in_job(r, ranks, config, faults, expect, refusal_ok, snapshots, every=
     elif res["checksum"] == want and len(res["records"]) >= expect:
         verdict = "leaked" if (left or leaked_procs) else "identical"
     elif refused and refusal_ok:
-        verdict = "documented refusal"  # its segments stay for a relaunch: cleaned below
+        verdict = "clean refusal"  # its segments stay for a relaunch: cleaned below
+    elif refused:
+        verdict = "needless refusal"  # a copy of every role's state survived
     else:
         verdict = "wrong"
     if snapshots:
@@ -625,15 +672,22 @@ def main():
     c.add_argument("--launch-config", help="train.yaml of the launcher-level trials (launch.program set)")
     c.add_argument("--workdir", default=os.getcwd(), help="where the launcher trials write their event logs")
     c.add_argument("--launch-timeout", type=float, default=120)
+    c.add_argument("--results", help="append one chaos_trial JSON record a trial to this file")
+    c.add_argument("--job-prefix", default="", help="put before the in-job trials' job names (e.g. h29s-)")
+    c.add_argument("--launch-job-name", help="the launcher trials' job name (default: the config's)")
     c.add_argument("--cycle", action="store_true", help="take the categories in turn instead of at random")
     c.add_argument("--every", nargs="+", choices=EVERY, default=EVERY,
                    help="the protection.every values drawn (default: all; 1 alone: the soak before issue 30)")
     c.add_argument("--job-suffix", default="", help="appended to the in-job trials' job names (their /dev/shm "
                    "segments), to run beside another checkout's tests of the same configs")
+    tb = sub.add_parser("table", help="the table of --results files of chaos runs")
+    tb.add_argument("files", nargs="+")
     s = sub.add_parser("soak")
     s.add_argument("--trials", type=int, default=10)
     s.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
     a = ap.parse_args()
+    if a.what == "table":
+        return table_of(a.files)
     r = Runner(a.trainer, a.config_dir, a.timeout)
     if a.what == "matrix":
         matrix(r, a.ranks, a.phases)
@@ -653,15 +707,18 @@ def main():
         every_auto(r, a.phases)
     elif a.what == "chaos":
         print(f"chaos soak: {a.trials} trials, seed {a.seed}")
+        global JOB_PREFIX
+        JOB_PREFIX = a.job_prefix
         launch, categories = None, a.only
         if a.launcher:
             if not a.snapshots:
                 ap.error("the launcher categories need --snapshots")
-            launch = chaos_launch.LaunchChaos(a.launcher, a.launch_config, a.workdir, a.launch_timeout, a.snapshots)
+            launch = chaos_launch.LaunchChaos(a.launcher, a.launch_config, a.workdir, a.launch_timeout, a.snapshots,
+                                                a.launch_job_name)
             categories = categories or IN_JOB + chaos_launch.CATEGORIES
         elif categories and set(categories) & set(chaos_launch.CATEGORIES):
             ap.error("launcher categories need --launcher and --launch-config")
-        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle, a.every, a.job_suffix)
+        chaos(r, a.trials, a.seed, a.snapshots, categories, launch, a.cycle, a.every, a.job_suffix, a.results)
     else:
         print(f"soak: {a.trials} trials, seed {a.seed}")
         soak(r, a.trials, a.seed)
