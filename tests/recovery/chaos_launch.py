@@ -13,7 +13,9 @@ the trial does to it what the in-job grammar cannot:
                         timeouts, then resumed together (a paused VM, the stall of docs/slurm.md):
                         nobody was hung, so no failure, kill, drain or relaunch may follow
 
-Each trial is judged like an in-job one: identical (exit 0 and the failure-free checksum of the
+Each trial draws protection.every (k) like the in-job ones (fault_matrix.py chaos --every), runs
+under a job name of its own (`<job>-k<k>[-<job suffix>]`) and is judged like an in-job one, against
+the failure-free launch at k = 1: identical (exit 0 and the failure-free checksum of the
 same job under the launcher), wrong, hung (fr-run's timeout) or leaked (a process or a segment
 of the job left). No launcher category loses state, so none may end in a refusal.
 """
@@ -126,9 +128,37 @@ class LaunchChaos:
             return ev, None, -1, False
         return ev, mpirun, step, running
 
-    def trial(self, rng, t, category):
-        """One trial: (name, verdict, output, seconds). The watchers get the frlib.Running of the launch."""
+    def config_for(self, every="1", setting=None, job_suffix=""):
+        """(train.yaml, job name) of a trial at protection.every = `every` (`setting`: what goes
+        inside protection: {...}, e.g. "every: 4"): the job renamed <job>-k<every>[-<job_suffix>]
+        (its segments and event log), written beside the event logs. At k = 1 without a suffix,
+        the config itself."""
+        if every == "1" and not job_suffix:
+            return self.config, self.job
+        with open(self.config) as f:
+            text = f.read()
+        job = f"{self.job}-k{every}" + (f"-{job_suffix}" if job_suffix else "")
+        text = re.sub(r"(job:\s*\{\s*name:\s*)([\w-]+)", rf"\g<1>{job}", text)
+        if every != "1":
+            text += "protection: {" + (setting or f"every: {every}") + "}\n"
+        path = os.path.join(self.workdir, f"{job}.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path, job
+
+    def trial(self, rng, t, category, every="1", setting=None, job_suffix=""):
+        """One trial at protection.every = `every` (config_for): (name, verdict, output, seconds).
+        Judged against the failure-free launch at k = 1: the state is the same for every k."""
         want = self.baseline()
+        config, job = self.config, self.job
+        self.config, self.job = self.config_for(every, setting, job_suffix)
+        try:
+            name, verdict, output, seconds = self._trial(rng, t, category, want)
+        finally:
+            self.config, self.job = config, job
+        return name.replace(": launcher ", f": launcher k={every} ", 1), verdict, output, seconds
+
+    def _trial(self, rng, t, category, want):
         at = rng.randrange(self.steps // 10, self.steps * 2 // 3)
         faults, watcher = [], None
         if category == "mpirun-kill":
