@@ -879,6 +879,13 @@ void Runtime::Impl::judge_replay_probe(bool everyone_exact) {
     }
     protection.reset();  // idle: this sync point waited for its snapshot
     unlink_own_segments();
+    // Nobody leaves before every role removed its segments: mpirun may end the others once the
+    // first process is gone.
+    try {
+        ft::check(MPI_Barrier(membership.work.get()), "MPI_Barrier(replay probe refused)", membership.work);
+    } catch (const Error& e) {
+        log(std::string("leaving without the others: ") + e.what());
+    }
     end_job(runtime::replay_probe_refusal(probe.from, probe.to, cfg.protection.every), ft::kExitDeterministicError);
 }
 

@@ -6,8 +6,7 @@ replay probe"), without failures, under plain mpirun (tools/fr-run + fr-mpirun, 
             (4 steps), and the final checksum equals the same job's with protection.every: 1 (no probe);
   refused   replay-probe-4-counter.yaml (k = 4, batch drawn from a step counter): no final checksum,
             a replay_probe record with passed false, replay_diverged records of version 4, the
-            refusal's message (data_seed, protect) and an ending_job record with exit code 78 on
-            every role; the job's /dev/shm segments are gone.
+            refusal's message (data_seed, protect) and ending_job records with exit code 78; the job's /dev/shm segments are gone.
 
   replay_probe.py --trainer EXE --config-dir DIR [exact|refused|all]
 """
@@ -77,8 +76,10 @@ def refused(a, problems):
     if not diverged or any(d.get("step") != 4 or d.get("restored_version") != 0 for d in diverged):
         problems.append(f"refused: replay_diverged records {diverged}, expected version 4 replayed from 0")
     endings = job.events("ending_job")
-    if len(endings) != RANKS or any(e.get("exit_code") != 78 for e in endings):
-        problems.append(f"refused: ending_job records {endings}, expected exit code 78 from each of {RANKS} roles")
+    # Every role ends with 78, but mpirun may kill a role before its record is printed once the
+    # first one has gone: at least one, and all of them 78.
+    if not endings or any(e.get("exit_code") != 78 for e in endings):
+        problems.append(f"refused: ending_job records {endings}, expected exit code 78")
     for words in ("needs an exact replay", "step.data_seed()", "protect()ed buffers"):
         if words not in job.output:
             problems.append(f"refused: the refusal does not say '{words}'")
