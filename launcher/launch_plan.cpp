@@ -451,8 +451,6 @@ std::string shell_join(const std::vector<std::string>& argv) {
     return out;
 }
 
-namespace {
-
 std::string interval_text(const config::Protection& p) {
     if (p.every_auto()) {
         char budget[32];
@@ -488,7 +486,12 @@ std::string failure_cost_estimate(const config::Protection& p) {
                  "known before the job runs: the summary gives the cost in ms from what it measured)\n";
 }
 
-}  // namespace
+std::string replay_check_text(const config::Protection& p) {
+    if (!p.probes_replay()) return {};
+    const std::string steps = p.every_auto() ? std::string("2") : std::to_string(p.every);
+    return "replay check   at start: the first " + steps + " steps run twice, and a trainer whose replay is not "
+           "bitwise exact is refused (exit 78; protection.replay_check: off skips it)\n";
+}
 
 void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
     const auto& cfg = plan.cfg;
@@ -560,7 +563,7 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
                       " ring replica(s), " + cfg.protection.placement
                 : std::string("off"))
         << "\n";
-    if (cfg.protection.enabled) out << failure_cost_estimate(cfg.protection);
+    if (cfg.protection.enabled) out << failure_cost_estimate(cfg.protection) << replay_check_text(cfg.protection);
     out << "recovery       in-job (tier 1) with " << job.hot_spares << " hot spare(s)"
         << (cfg.recovery.spawn ? " then spawn" : "") << "; up to " << cfg.recovery.warm_relaunches
         << " warm relaunch(es) (tier 2); HDF5 fallback (tier 3): "

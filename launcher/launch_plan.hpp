@@ -124,6 +124,13 @@ std::optional<std::vector<std::string>> wrapper_flags(
 std::string shell_quote(const std::string& word);
 std::string shell_join(const std::vector<std::string>& argv);
 
+// The dry run's protection lines (pure, tests/launcher/test_launch_plan.cpp): how often it
+// snapshots; the expected failure cost per k in steps and snapshot times (neither is known
+// before the job runs); the start-up replay probe ("" where it does not run).
+std::string interval_text(const config::Protection& p);
+std::string failure_cost_estimate(const config::Protection& p);
+std::string replay_check_text(const config::Protection& p);
+
 // The dry-run report: layout, the exact command, the environment, the mpirun flags.
 void print_dry_run(const Plan& plan, bool resume, std::ostream& out);
 

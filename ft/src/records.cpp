@@ -355,6 +355,22 @@ ReplayDiverged ReplayDiverged::from_json(const json& j) {
             r.string("buffer"), r.string("before"), r.string("replayed")};
 }
 
+json ReplayProbe::to_json() const {
+    json j = head(kEvent);
+    j.update({{"from", from},
+              {"to", to},
+              {"steps", steps},
+              {"passed", passed},
+              {"restore_ms", restore_ms},
+              {"replay_ms", replay_ms}});
+    return j;
+}
+ReplayProbe ReplayProbe::from_json(const json& j) {
+    const Reader r(j, kEvent);
+    return {r.integer("from"), r.integer("to"), r.integer("steps"), r.boolean("passed"), r.number("restore_ms"),
+            r.number("replay_ms")};
+}
+
 json PlatformMismatch::to_json() const {
     json j = head(kEvent);
     json diffs = json::array();
@@ -412,7 +428,7 @@ bool is_typed(std::string_view e) {
     return e == Step::kEvent || e == FaultInjected::kEvent || e == CheckpointPublished::kEvent ||
            e == CheckpointResumed::kEvent || e == EndingJob::kEvent || e == RoleFinished::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
            e == Recovery::kEvent || e == JobStats::kEvent || e == ReplayDiverged::kEvent ||
-           e == PlatformMismatch::kEvent || e == SpareRejected::kEvent || e == ProtectionInterval::kEvent;
+           e == ReplayProbe::kEvent || e == PlatformMismatch::kEvent || e == SpareRejected::kEvent || e == ProtectionInterval::kEvent;
 }
 
 void validate(const json& record) {
@@ -425,7 +441,8 @@ void validate(const json& record) {
            check_if<EndingJob>(record, name) || check_if<RoleFinished>(record, name) ||
            check_if<MpiErrorSeen>(record, name) || check_if<SpareReleased>(record, name) ||
            check_if<Recovery>(record, name) || check_if<JobStats>(record, name) ||
-           check_if<ReplayDiverged>(record, name) || check_if<PlatformMismatch>(record, name) ||
+           check_if<ReplayDiverged>(record, name) || check_if<ReplayProbe>(record, name) ||
+           check_if<PlatformMismatch>(record, name) ||
            check_if<SpareRejected>(record, name) || check_if<ProtectionInterval>(record, name));
 }
 

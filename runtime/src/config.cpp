@@ -40,6 +40,7 @@ constexpr std::array<std::string_view, 13> kPhaseNames = {
 constexpr std::array<std::string_view, 3> kActionNames = {"kill", "exit", "stop"};
 constexpr std::array<std::string_view, 2> kJobPlacements = {"block", "cyclic"};
 constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware", "ring"};
+constexpr std::array<std::string_view, 2> kReplayChecks = {"start", "off"};
 constexpr std::array<std::string_view, 2> kSparePolicies = {"shrink", "checkpoint-and-requeue"};
 constexpr std::array<std::string_view, 3> kTransports = {"tcp", "shm", "auto"};
 
@@ -165,6 +166,7 @@ const std::vector<Field<Protection>>& protection_fields() {
         {.key = "every", .member = &Protection::every, .min = 1, .word = "auto", .word_value = Protection::kAuto},
         {.key = "max_every", .member = &Protection::max_every, .min = 4, .max = 1024},
         {.key = "overhead_budget", .member = &Protection::overhead_budget},
+        {.key = "replay_check", .member = &Protection::replay_check, .choices = kReplayChecks},
     };
     return fields;
 }

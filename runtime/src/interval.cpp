@@ -27,4 +27,18 @@ std::optional<Divergence> first_divergence(const BufferChecksums& before, const 
     return std::nullopt;
 }
 
+std::string replay_probe_refusal(std::int64_t from, std::int64_t to, std::int64_t every_or_auto) {
+    const std::string k = every_or_auto == 0 ? "auto" : std::to_string(every_or_auto);
+    return "protection.every = " + k + " needs an exact replay, and this trainer's is not: the start-up replay probe "
+           "restored version " + std::to_string(from) + ", ran steps " + std::to_string(from) + ".." +
+           std::to_string(to - 1) + " again, and version " + std::to_string(to) +
+           " hashed differently than in the first pass (its replay_diverged record names the buffer). A repair "
+           "would replay up to k steps the same way and end with a wrong result, so the job is refused. A step "
+           "must be a pure function of the protect()ed state and step.data_seed(): draw every batch from "
+           "step.data_seed() (not from an iterator or a counter that advanced in the first pass), and keep every "
+           "state that changes across steps (RNG, step counter, learning-rate schedule) in protect()ed buffers. "
+           "protection.every: 1 replays no completed step; protection.replay_check: off skips this probe "
+           "(docs/snapshots.md, \"The start-up replay probe\")";
+}
+
 }  // namespace flashrec::runtime

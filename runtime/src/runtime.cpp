@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cctype>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <exception>
@@ -750,8 +751,9 @@ void Runtime::Impl::note_versions_to_replay(std::int64_t restored) {
     }
 }
 
-void Runtime::Impl::check_replayed(std::int64_t version) {
-    if (replay_checks.empty()) return;
+bool Runtime::Impl::check_replayed(std::int64_t version) {
+    bool exact = true;
+    if (replay_checks.empty()) return exact;
     const auto [first, last] = replay_checks.equal_range(version);
     for (auto it = first; it != last; ++it) {
         const ReplayCheck& check = it->second;
@@ -779,15 +781,112 @@ void Runtime::Impl::check_replayed(std::int64_t version) {
         const std::string before = ft::checksum_hex(diverged->before), replayed = ft::checksum_hex(diverged->replayed);
         log("replay diverged: version " + std::to_string(version) + " of " + check.store + ", buffer '" +
             diverged->buffer + "', hashes " + replayed + " after replaying from version " + std::to_string(replay_from) +
-            " but " + before + " as committed before the failure. The steps are not deterministic: the trainer must "
+            " but " + before + " as first committed. The steps are not deterministic: the trainer must "
             "draw its data from step.data_seed() and keep every state that changes across steps in protect()ed "
             "buffers (docs/snapshots.md, \"Checking that replay is exact\")");
         emit(ft::records::ReplayDiverged{topology::role_key(coord()), check.store, version, replay_from,
                                          diverged->buffer, before, replayed}
                  .to_json());
+        exact = false;
     }
     // Versions up to this one are past: a later failure notes its own.
     replay_checks.erase(replay_checks.begin(), replay_checks.upper_bound(version));
+    return exact;
+}
+
+void Runtime::Impl::arm_replay_probe(std::int64_t from) {
+    replay_probe = {};
+    if (membership.role_index < 0 || !cfg.protection.probes_replay()) return;
+    replay_probe.from = from;
+}
+
+void Runtime::Impl::rewind_for_replay_probe() {
+    // Snapshot `step` (own store and the ring copies this process holds) commits first: its
+    // hashes are what the replay must reproduce.
+    guarded([&] {
+        if (protection) protection->wait();
+    });
+    if (abandoned) return;  // a failure: the caller repairs (resume() disarms the probe)
+    const auto started = Clock::now();
+    const std::int64_t from = replay_probe.from;
+    replay_probe.to = step;
+    note_versions_to_replay(from);  // version `to` of every store here, as the first pass committed it
+    // The live state back to version `from`, from the own snapshot (the ping-pong slots hold
+    // `from` and `to`: no version is snapshotted between them), verified as it is copied.
+    const auto& buffers = state.buffers();
+    std::vector<std::span<std::byte>> live;
+    if (!state.has_device_buffers())
+        for (const auto& b : buffers) live.emplace_back(static_cast<std::byte*>(b.data), b.bytes);
+    const std::string key = own_segment();
+    std::shared_ptr<ft::SnapshotStore> store = stores->find(key);
+    std::optional<ft::SnapshotReader> reader;
+    if (!store) reader.emplace(cfg.job.name, key);
+    const ft::SnapshotView view = store ? store->copy_committed(from, live) : reader->copy_committed(from, live);
+    if (!view.ok)
+        throw CorruptState(key, "", "the start-up replay probe cannot restore version " + std::to_string(from) +
+                                        ": " + view.problem);
+    std::vector<std::size_t> device_buffers;
+    std::vector<std::span<const std::byte>> device_sources;
+    for (std::size_t b = 0; b < buffers.size(); ++b) {
+        if (buffers[b].device >= 0) {
+            device_buffers.push_back(b);
+            device_sources.push_back(view.buffers[b].bytes);
+        } else if (live.empty()) {
+            std::memcpy(buffers[b].data, view.buffers[b].bytes.data(), buffers[b].bytes);
+        }
+    }
+    restore_device_buffers(device_buffers, device_sources);
+    step = from;
+    probe_rewound_at = Clock::now();
+    probe_restore_ms = std::chrono::duration<double, std::milli>(probe_rewound_at - started).count();
+    if (membership.role_index == 0)
+        log("replay probe: version " + std::to_string(replay_probe.to) + " committed; restored version " +
+            std::to_string(from) + " and replaying steps " + std::to_string(from) + ".." +
+            std::to_string(replay_probe.to - 1) + " to compare it (protection.replay_check: start)");
+}
+
+void Runtime::Impl::judge_replay_probe(bool everyone_exact) {
+    const runtime::ReplayProbe probe = replay_probe;
+    replay_probe = {};
+    ft::records::ReplayProbe record;
+    record.from = probe.from;
+    record.to = probe.to;
+    record.steps = probe.to - probe.from;
+    record.passed = everyone_exact;
+    record.restore_ms = std::round(probe_restore_ms * 1000) / 1000;
+    record.replay_ms =
+        std::round(std::chrono::duration<double, std::milli>(Clock::now() - probe_rewound_at).count() * 1000) / 1000;
+    if (everyone_exact) {
+        if (membership.role_index != 0) return;
+        char line[200];
+        std::snprintf(line, sizeof line, "replay probe passed: version %lld replayed from %lld bitwise on every role "
+                      "(restore %.3f ms, %lld steps replayed in %.3f ms)", static_cast<long long>(probe.to),
+                      static_cast<long long>(probe.from), record.restore_ms, static_cast<long long>(record.steps),
+                      record.replay_ms);
+        log(line);
+        emit(record.to_json());
+        return;
+    }
+    // Refused on every role alike (the verdict was agreed at this sync point): nothing the job
+    // computed is worth keeping, and a relaunch would be refused the same way (exit 78).
+    if (membership.role_index == 0) {
+        emit(record.to_json(), true);
+        try {
+            spare_pool.release_all(membership.universe);
+        } catch (const Error& e) {
+            log(std::string("could not release the hot spares: ") + e.what());
+        }
+    }
+    protection.reset();  // idle: this sync point waited for its snapshot
+    unlink_own_segments();
+    // Nobody leaves before every role removed its segments: mpirun may end the others once the
+    // first process is gone.
+    try {
+        ft::check(MPI_Barrier(membership.work.get()), "MPI_Barrier(replay probe refused)", membership.work);
+    } catch (const Error& e) {
+        log(std::string("leaving without the others: ") + e.what());
+    }
+    end_job(runtime::replay_probe_refusal(probe.from, probe.to, cfg.protection.every), ft::kExitDeterministicError);
 }
 
 void Runtime::Impl::resume(const Resume& at) {
@@ -800,6 +899,12 @@ void Runtime::Impl::resume(const Resume& at) {
     // After a repair or a relaunch only: a start's stores may hold an earlier job's versions.
     if (last_recovery) note_versions_to_replay(step);  // before protection rewrites a slot
     else replay_checks.clear();
+    if (last_recovery && replay_probe.from >= 0) {
+        // A repair before the probe's verdict: the repair's own replay check applies.
+        if (membership.role_index == 0)
+            log("replay probe: not completed (a repair came first); the repair checks the versions it replays");
+        replay_probe = {};
+    }
     try {
         start_protection(step);
     } catch (const MpiError& e) {
@@ -1068,8 +1173,10 @@ std::int64_t Runtime::loop_start() {
             im.emit(ft::records::CheckpointResumed{*version, im.cfg.checkpoint.dir}.to_json());
         }
         im.resume({*version, true});
+        im.arm_replay_probe(*version);
     } else {
         im.resume({0, true});
+        im.arm_replay_probe(0);
     }
     im.enter(Phase::forward, im.step);
     im.stats.step_start = Clock::now();
@@ -1093,6 +1200,12 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
             im.choose_interval(im.step);
             if (!im.abandoned) {
                 im.snapshot_if_due(im.step);
+                if (runtime::probe_rewinds_at(im.replay_probe, im.step, im.protection && im.snapshot_version == im.step)) {
+                    im.rewind_for_replay_probe();
+                    im.stats.step_start = Clock::now();
+                }
+            }
+            if (!im.abandoned) {
                 im.enter(Phase::forward, im.step);
                 return im.step;
             }
@@ -1203,18 +1316,19 @@ bool Step::begin_update() {
         if (snapshotted) im.stats.exposed_wait_ms.push_back(im.protection->wait() * 1e3);
         im.quarantine.clean_step();  // transfers of an aborted epoch end a few steps later
     });
-    if (snapshotted && !im.abandoned) im.check_replayed(index_);
+    const bool exact = !(snapshotted && !im.abandoned) || im.check_replayed(index_);
     // The one synchronization point: nobody mutates state for this step unless every active
-    // role reached it alive (a failure anywhere abandons the step everywhere).
-    int everyone_here = 1;
+    // role reached it alive (a failure anywhere abandons the step everywhere). It carries whether
+    // every role's replayed versions hashed as first committed: the replay probe's verdict.
+    int everyone[2] = {1, exact ? 1 : 0};  // {here, exact}
     im.guarded([&] {
         MPI_Request request = MPI_REQUEST_NULL;
-        ft::check(MPI_Iallreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, im.membership.work.get(),
-                                 &request),
+        ft::check(MPI_Iallreduce(MPI_IN_PLACE, everyone, 2, MPI_INT, MPI_MIN, im.membership.work.get(), &request),
                   "MPI_Iallreduce(sync point)", im.membership.work);
         im.membership.work.wait(request, "MPI_Iallreduce(sync point)");
     });
     if (im.abandoned) return false;
+    if (runtime::probe_verdict_at(im.replay_probe, index_)) im.judge_replay_probe(everyone[1] == 1);
     im.pristine = false;  // the optimizer changes state from here on
     // Every role's snapshot `index_` is committed now (each waited before the allreduce).
     if (im.checkpointer && snapshotted) im.checkpointer->committed(index_);

@@ -1037,3 +1037,69 @@ TEST_CASE("restarts: a relaunch that completed is what recovered its incident, a
     summary_lines(h);
     CHECK(h.logged("job_end").at(0)["incidents"][0]["recovered_by"] == "warm relaunch 1");
 }
+
+TEST_CASE("summary: protection.every auto's last choice, and the failure cost in ms from job_stats and the repairs") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    records::ProtectionInterval choice{32, 8, 4, 10.0, 12.0, 2.0, 0.025, 0.03, 16, "the smallest k within the budget"};
+    h.feed(choice);
+    records::Recovery r;
+    r.failed_roles = {kRoles[1]};
+    r.replacement = "hot";
+    r.total_ms = 212;
+    h.feed(RecoveryRecord{r, r.to_json()});
+    h.steps(10, 50);
+    records::JobStats s;
+    s.role = kRoles[0];
+    s.steps = 50;
+    s.median_step_ms = 10;
+    s.protection = true;
+    s.protection_every = 8;
+    s.protection_auto = true;
+    s.protected_step_ms = 12;
+    s.unprotected_step_ms = 10;
+    h.feed(s);
+    h.all_finished();
+    h.ranks_exit();
+    h.mpirun_exits(exited(0));
+    h.tick();
+    h.effects = h.core->summary(h.now());
+    CHECK(h.said("protection      every 8 steps (protection.every = auto: 1 change(s), the last at step 32: the "
+                 "smallest k within the budget)"));
+    // (8 - 1) / 2 = 3.5 steps x 10 ms + the mean in-job repair's 212 ms; worst 7 steps.
+    CHECK(h.said("failure cost    3.5 steps replayed x 10.000 ms + restore 212.0 ms = 247.0 ms expected per failure "
+                 "(worst 7 steps: 282.0 ms)"));
+    // A snapshot exposes 12 - 10 = 2 ms: 0.25 ms/step at k = 8 against 2 at k = 1.
+    CHECK(h.said("protection 0.250 ms/step at k = 8 against 2.000 ms/step at k = 1: saves 1.750 ms/step"));
+    const auto cost = h.logged("failure_cost");
+    REQUIRE(cost.size() == 1);
+    CHECK(cost[0]["protection_every"] == 8);
+    CHECK(cost[0]["protection_auto"] == true);
+    CHECK(cost[0]["interval_changes"] == 1);
+    CHECK(cost[0]["estimate"]["expected_ms"].get<double>() == doctest::Approx(247));
+    CHECK(cost[0]["estimate"]["restore_ms"].get<double>() == doctest::Approx(212));
+}
+
+TEST_CASE("summary: at k = 1 the step without a snapshot is not measured, and the summary says so") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 50);
+    records::JobStats s;
+    s.role = kRoles[0];
+    s.steps = 50;
+    s.median_step_ms = 10;
+    s.protection = true;
+    s.protection_every = 1;
+    h.feed(s);
+    h.all_finished();
+    h.ranks_exit();
+    h.mpirun_exits(exited(0));
+    h.tick();
+    h.effects = h.core->summary(h.now());
+    CHECK(h.said("protection      every step"));
+    CHECK(h.said("failure cost    0.0 steps replayed x 10.000 ms + restore (not measured: no in-job repair)"));
+    CHECK(h.said("the step without a snapshot was not measured"));
+}

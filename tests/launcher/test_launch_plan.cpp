@@ -108,3 +108,27 @@ TEST_CASE("on one machine: virtual nodes, no hostfile, no spawn host") {
     CHECK(nodes_of(layout) == std::vector<std::string>{"node0", "node0", "node1", "node1", "node2"});
     CHECK(layout.spawn_host().empty());
 }
+
+TEST_CASE("dry run: protection.every, the failure cost per k in steps, and the start-up replay probe") {
+    flashrec::config::Protection p;
+    CHECK(fl::interval_text(p) == "snapshot every step");
+    CHECK(fl::failure_cost_estimate(p).find("k = 1: restore + 0.0 steps replayed (0 at worst); protection costs 1 of "
+                                            "a snapshot's exposed time per step") != std::string::npos);
+    CHECK(fl::replay_check_text(p).empty());  // k = 1 replays no completed step
+    p.every = 8;
+    CHECK(fl::interval_text(p).find("snapshot every 8 steps") != std::string::npos);
+    const std::string eight = fl::failure_cost_estimate(p);
+    CHECK(eight.find("k = 8: restore + 3.5 steps replayed (7 at worst); protection costs 0.125 of a snapshot's "
+                     "exposed time per step") != std::string::npos);
+    CHECK(eight.find("not known before the job runs") != std::string::npos);
+    CHECK(fl::replay_check_text(p).find("the first 8 steps run twice") != std::string::npos);
+    p.replay_check = "off";
+    CHECK(fl::replay_check_text(p).empty());
+    p = {};
+    p.every = flashrec::config::Protection::kAuto;
+    CHECK(fl::interval_text(p).find("k = 1, 2, 4 ... 16 chosen while the job runs") != std::string::npos);
+    const std::string automatic = fl::failure_cost_estimate(p);
+    CHECK(automatic.find("from k = 1:") != std::string::npos);
+    CHECK(automatic.find("to k = 16: restore + 7.5 steps replayed (15 at worst)") != std::string::npos);
+    CHECK(fl::replay_check_text(p).find("the first 2 steps run twice") != std::string::npos);
+}

@@ -22,16 +22,11 @@ the trial does to it what the in-job grammar cannot:
                         have registered, before the relaunched job runs, every process of that node
                         SIGKILLed: a node lost during a warm relaunch
 
-Each trial also draws its settings (issue 29): the shards even or uneven (the model's hidden
-layer one smaller: 9,279 parameters over dp 4, so the ring holders keep shards of another size
-than their own) and the spare hot or spawned. Each setting has its own failure-free baseline.
-
-Each trial is judged like an in-job one, from fr-run's result and the launcher's typed records:
-identical (exit 0 and the failure-free checksum of the same job under the launcher), clean refusal
-(job_end says state_lost, and the state was truly gone), needless refusal (a refusal when a copy
-of every role's state survived), wrong, hung (fr-run's timeout) or leaked (a process or a segment
-of the job left). No local launcher category loses state (a virtual node's /dev/shm is the
-machine's), so every refusal here is needless.
+Each trial draws protection.every (k) like the in-job ones (fault_matrix.py chaos --every), runs
+under a job name of its own (`<job>-k<k>[-<job suffix>]`) and is judged like an in-job one, against
+the failure-free launch at k = 1: identical (exit 0 and the failure-free checksum of the
+same job under the launcher), wrong, hung (fr-run's timeout) or leaked (a process or a segment
+of the job left). No launcher category loses state, so none may end in a refusal.
 """
 import os
 import random
@@ -199,10 +194,39 @@ class LaunchChaos:
             return ev, None, -1, False
         return ev, mpirun, step, running
 
-    def trial(self, rng, t, category):
-        """One trial: (name, verdict, output, seconds). The watchers get the frlib.Running of the launch."""
+    def config_for(self, every="1", setting=None, job_suffix=""):
+        """(train.yaml, job name) of a trial at protection.every = `every` (`setting`: what goes
+        inside protection: {...}, e.g. "every: 4"): the job renamed <job>-k<every>[-<job_suffix>]
+        (its segments and event log), written beside the event logs. At k = 1 without a suffix,
+        the config itself."""
+        if every == "1" and not job_suffix:
+            return self.config, self.job
+        with open(self.config) as f:
+            text = f.read()
+        job = f"{self.job}-k{every}" + (f"-{job_suffix}" if job_suffix else "")
+        text = re.sub(r"(job:\s*\{\s*name:\s*)([\w-]+)", rf"\g<1>{job}", text)
+        if every != "1":
+            text += "protection: {" + (setting or f"every: {every}") + "}\n"
+        path = os.path.join(self.workdir, f"{job}.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path, job
+
+    def trial(self, rng, t, category, every="1", setting=None, job_suffix=""):
+        """One trial at protection.every = `every` (config_for): (name, verdict, output, seconds).
+        Judged against the failure-free launch at k = 1 of the same shards and spare (drawn here):
+        the state is the same for every k."""
         self.use((rng.choice(SHARDS), rng.choice(SPARES)))
         want = self.baseline()
+        config, job = self.config, self.job
+        self.config, self.job = self.config_for(every, setting, job_suffix)
+        try:
+            name, verdict, output, seconds = self._trial(rng, t, category, want)
+        finally:
+            self.config, self.job = config, job
+        return name.replace(": launcher ", f": launcher k={every} ", 1), verdict, output, seconds
+
+    def _trial(self, rng, t, category, want):
         at = rng.randrange(self.steps // 10, self.steps * 2 // 3)
         faults, watcher = [], None
         if category == "mpirun-kill":

@@ -464,6 +464,11 @@ def fit_faults(faults, period, last=28):
 JOB_PREFIX = ""  # --job-prefix: put before every in-job trial's job name
 
 
+def every_setting(every):
+    """What protection: {...} says for a drawn k."""
+    return AUTO[1:-1] if every == "auto" else f"every: {every}"
+
+
 def config_with_every(config_dir, config, every, job_suffix=""):
     """`config` with protection.every set, written under a temporary directory; the config itself
     when every is 1 and there is no job_suffix. job_suffix renames the job (its /dev/shm segments),
@@ -473,7 +478,7 @@ def config_with_every(config_dir, config, every, job_suffix=""):
     with open(os.path.join(config_dir, config)) as f:
         text = f.read()
     if every != "1":
-        setting = AUTO[1:-1] if every == "auto" else f"every: {every}"
+        setting = every_setting(every)
         if re.search(r"^protection:\s*\{", text, re.M):
             text = re.sub(r"^protection:\s*\{", "protection: {" + setting + ", ", text, flags=re.M)
         else:
@@ -548,6 +553,8 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False,
           results=None):
     rng = random.Random(seed)
     every_rng = random.Random(f"{seed}/protection.every")
+    # The launcher trials' k: a generator of their own, so that the in-job trials of a seed keep their k.
+    launch_every_rng = random.Random(f"{seed}/launcher protection.every")
     table = dict.fromkeys(chaos_launch.VERDICTS, 0)
     by_category, by_every, seconds_of = {}, {}, {}
     for t in range(trials):
@@ -555,7 +562,8 @@ def chaos(r, trials, seed, snapshots, categories=None, launch=None, cycle=False,
                                                                              everies)
         if name in chaos_launch.CATEGORIES:
             category = name
-            name, verdict, out, seconds = launch.trial(rng, t, category)
+            every = launch_every_rng.choice(everies or EVERY)
+            name, verdict, out, seconds = launch.trial(rng, t, category, every, every_setting(every), job_suffix)
             res, detail = {"output": out, "seconds": seconds}, ""
         else:
             category = name.split()[-1]
@@ -678,7 +686,7 @@ def main():
     c.add_argument("--cycle", action="store_true", help="take the categories in turn instead of at random")
     c.add_argument("--every", nargs="+", choices=EVERY, default=EVERY,
                    help="the protection.every values drawn (default: all; 1 alone: the soak before issue 30)")
-    c.add_argument("--job-suffix", default="", help="appended to the in-job trials' job names (their /dev/shm "
+    c.add_argument("--job-suffix", default="", help="appended to the trials' job names (their /dev/shm "
                    "segments), to run beside another checkout's tests of the same configs")
     tb = sub.add_parser("table", help="the table of --results files of chaos runs")
     tb.add_argument("files", nargs="+")

@@ -382,6 +382,17 @@ TEST_CASE("protection.every: an integer >= 1 that checkpoints and replication fa
     CHECK_NOTHROW(config::validate_fault(config::parse_fault("role=1:step=5:phase=replication", "cli"), job, "--fault"));
 }
 
+TEST_CASE("protection.replay_check: start (the default) probes replay only where k can be > 1") {
+    CHECK(config::parse("protection:\n  every: 1\n", "t").protection.replay_check == "start");
+    CHECK_FALSE(config::parse("protection:\n  every: 1\n", "t").protection.probes_replay());  // every: 1 replays no completed step
+    CHECK(config::parse("protection:\n  every: 4\n", "t").protection.probes_replay());
+    CHECK(config::parse("protection:\n  every: auto\n", "t").protection.probes_replay());
+    CHECK_FALSE(config::parse("protection:\n  every: 4\n  replay_check: off\n", "t").protection.probes_replay());
+    CHECK_FALSE(config::parse("protection:\n  enabled: false\n  every: 4\n", "t").protection.probes_replay());
+    check_error("protection:\n  every: 4\n  replay_check: always\n", 3, "protection.replay_check",
+                "must be one of");
+}
+
 TEST_CASE("protection.every: auto, with max_every a power of two >= 4 and a budget between 0 and 1") {
     const auto c = config::parse("protection:\n  every: auto\n", "t");
     CHECK(c.protection.every_auto());

@@ -48,3 +48,30 @@ TEST_CASE("first_divergence names the first buffer whose replayed checksum diffe
     CHECK(missing->buffer == "adam_m");
     CHECK(missing->replayed == 0);
 }
+
+TEST_CASE("the start-up replay probe rewinds at the first snapshot after the start, and judges there once") {
+    ReplayProbe disarmed;
+    CHECK_FALSE(probe_rewinds_at(disarmed, 4, true));
+    ReplayProbe probe{0, -1};
+    CHECK_FALSE(probe_rewinds_at(probe, 0, true));   // the version started from is not compared
+    CHECK_FALSE(probe_rewinds_at(probe, 3, false));  // no snapshot started at 3 (k = 4)
+    CHECK(probe_rewinds_at(probe, 4, true));
+    CHECK_FALSE(probe_verdict_at(probe, 4));         // not rewound yet: the first pass
+    probe.to = 4;
+    CHECK_FALSE(probe_rewinds_at(probe, 4, true));   // once: the replay's snapshot 4 is not a new rewind
+    CHECK_FALSE(probe_verdict_at(probe, 3));
+    CHECK(probe_verdict_at(probe, 4));
+    const ReplayProbe resumed{16, -1};               // --resume from the checkpoint of step 16
+    CHECK_FALSE(probe_rewinds_at(resumed, 16, true));
+    CHECK(probe_rewinds_at(resumed, 18, true));
+}
+
+TEST_CASE("replay_probe_refusal says what makes a replay inexact and how to get past it") {
+    const std::string why = replay_probe_refusal(0, 4, 4);
+    CHECK(why.find("protection.every = 4") != std::string::npos);
+    CHECK(why.find("restored version 0, ran steps 0..3 again, and version 4") != std::string::npos);
+    CHECK(why.find("step.data_seed()") != std::string::npos);
+    CHECK(why.find("protect()ed buffers") != std::string::npos);
+    CHECK(why.find("protection.replay_check: off") != std::string::npos);
+    CHECK(replay_probe_refusal(16, 18, 0).find("protection.every = auto") != std::string::npos);
+}

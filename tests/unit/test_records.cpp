@@ -88,6 +88,12 @@ TEST_CASE("every record survives a round trip") {
     round_trip(bare);
     round_trip(ReplayDiverged{"dp1.tp0.pp0", "node1.dp0.tp0.pp0@dp1.tp0.pp0", 24, 16, "adam_m", "1a2b3c4d5e6f7a8b",
                               "0011223344556677"});
+    round_trip(ReplayProbe{0, 4, 4, true, 0.25, 12.5});
+    round_trip(ReplayProbe{16, 18, 2, false, 1.0, 3.0});
+    CHECK(is_typed("replay_probe"));
+    json probe = ReplayProbe{0, 4, 4, false, 0.25, 12.5}.to_json();
+    probe.erase("passed");
+    CHECK_THROWS_AS(validate(probe), RecordError);
     round_trip(PlatformMismatch{"dp1.tp0.pp0", 77, "in_job", 12, "0.1.0",
                                 {{"cpu_flags", "0123456789abcdef", "fedcba9876543210"}}, false});
     round_trip(PlatformMismatch{"dp0.tp0.pp0", 78, "relaunch", 0, "0.1.0", {}, true});

@@ -221,6 +221,24 @@ struct ReplayDiverged {
     bool operator==(const ReplayDiverged&) const = default;
 };
 
+// The start-up replay probe (protection.replay_check: start, docs/snapshots.md): the job restored
+// version `from` once, replayed the steps up to the first snapshotted version `to`, and compared
+// that version's hashes with those committed in the first pass. By role 0; `passed` false: some
+// role's replay diverged (its replay_diverged record names the buffer) and the job was refused
+// (every role ends with exit 78). The ms figures are role 0's: the probe's cost.
+struct ReplayProbe {
+    static constexpr char kEvent[] = "replay_probe";
+    std::int64_t from = 0;       // the version restored
+    std::int64_t to = 0;         // the version compared
+    std::int64_t steps = 0;      // steps replayed (to - from)
+    bool passed = false;
+    double restore_ms = 0;       // restoring `from` from the own snapshot
+    double replay_ms = 0;        // the replayed steps, up to the compared version's sync point
+    nlohmann::json to_json() const;
+    static ReplayProbe from_json(const nlohmann::json& j);
+    bool operator==(const ReplayProbe&) const = default;
+};
+
 // A role's state was restored on a platform other than the one that wrote it (runtime/platform.hpp:
 // CPU model and flags, GPU model, flashrec and trainer build): its steps may compute other bits.
 // By the restoring process, before its first step; `refused`: recovery.require_same_platform is

@@ -47,10 +47,17 @@ struct Protection {
     std::int64_t every = 1;
     std::int64_t max_every = 16;   // auto: the largest k, a power of two >= 4; k changes only at its multiples
     double overhead_budget = 0.03; // auto: exposed protection cost per step, as a fraction of the step
+    // start: when k can be > 1 (every != 1, or auto), the job replays its first interval once at
+    // start (restore the version it started from, run the steps again, compare the hashes of the
+    // next snapshot) and refuses a trainer whose replay is not bitwise exact (exit 78); off: no
+    // probe (docs/snapshots.md, "The start-up replay probe").
+    std::string replay_check = "start";
     static constexpr std::int64_t kAuto = 0;
     bool every_auto() const { return every == kAuto; }
     // The versions that are snapshotted whatever auto chooses: the multiples of this.
     std::int64_t period() const { return every_auto() ? max_every : every; }
+    // Whether a start runs the replay probe: only where a repair can replay completed steps.
+    bool probes_replay() const { return enabled && replay_check == "start" && every != 1; }
 };
 
 struct Checkpoint {

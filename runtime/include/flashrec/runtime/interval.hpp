@@ -35,4 +35,26 @@ struct Divergence {
 // `replayed` (another layout) counts as different, with checksum 0.
 std::optional<Divergence> first_divergence(const BufferChecksums& before, const BufferChecksums& replayed);
 
+// The start-up replay probe (protection.replay_check: start; docs/snapshots.md, "The start-up
+// replay probe"). A fresh start arms it at the version it starts from; the first version the loop
+// snapshots after that is the one compared: the loop waits for it, restores `from` from the own
+// snapshot, runs the steps again, and at that version's sync point compares its hashes with the
+// first pass's. Any repair before the verdict disarms it (the repair's own check applies).
+struct ReplayProbe {
+    std::int64_t from = -1;   // the version the job started from (restored for the replay)
+    std::int64_t to = -1;     // the version compared; -1 until the loop rewinds
+    constexpr bool rewound() const { return to >= 0; }
+};
+// Whether the loop rewinds now: snapshot `version` was just started (`started`), it is the first
+// after the start, and the probe has not rewound yet.
+constexpr bool probe_rewinds_at(const ReplayProbe& probe, std::int64_t version, bool started) {
+    return started && !probe.rewound() && probe.from >= 0 && version > probe.from;
+}
+// Whether the sync point of step `index` gives the probe's verdict.
+constexpr bool probe_verdict_at(const ReplayProbe& probe, std::int64_t index) {
+    return probe.rewound() && index == probe.to;
+}
+// Why a job whose probe diverged is refused: what makes a replay inexact, and how to check.
+std::string replay_probe_refusal(std::int64_t from, std::int64_t to, std::int64_t every_or_auto);
+
 }  // namespace flashrec::runtime

@@ -105,7 +105,24 @@ struct Runtime::Impl {
     std::int64_t replay_from = -1;      // the version the replay started from
     void note_versions_to_replay(std::int64_t restored);
     // At the sync point of step `version`, once its snapshot is committed here.
-    void check_replayed(std::int64_t version);
+    // Returns false when a version this process rewrote hashes differently (it logged and emitted
+    // replay_diverged).
+    bool check_replayed(std::int64_t version);
+
+    // The start-up replay probe (protection.replay_check: start; interval.hpp's ReplayProbe): armed
+    // by a fresh start, it rewinds the loop once at the first snapshotted version and judges at
+    // that version's sync point; a repair before the verdict disarms it.
+    runtime::ReplayProbe replay_probe;
+    std::chrono::steady_clock::time_point probe_rewound_at;
+    double probe_restore_ms = 0;
+    void arm_replay_probe(std::int64_t from);
+    // In loop_next, right after snapshot `step` started: waits for it, restores version
+    // replay_probe.from from the own snapshot and sets the step back to it. A failure while it
+    // waits abandons the step (the caller repairs, which disarms the probe).
+    void rewind_for_replay_probe();
+    // At the verdict's sync point, with every role's answer: passes (role 0's replay_probe record)
+    // or refuses the job on every role (exit 78, replay_probe record, segments removed).
+    void judge_replay_probe(bool everyone_exact);
     // What transfers of an aborted epoch may still read or write: retired Protection objects,
     // the snapshot readers and stores restores were sent from, replacements' staging buffers
     // and the restore transfers themselves. Freed after several clean steps.
