@@ -222,8 +222,12 @@ def target_of(a, tier, job, ckpt):
     else:
         header = 0
         hashes = find_in_file(path, b'"checksum"', 0) + 14
-    return Target(tier, path, os.path.join(WORK, "stale", "ckpt", stale_rel),
-                  os.path.join(WORK, "other", "ckpt", rel), hashes, header), rel
+    # stale: the same file of the checkpoint before (the same job, an older step); wrong job: the
+    # same file of the other job's newest checkpoint
+    other_ckpt = os.path.join(WORK, "other", "ckpt")
+    other_steps = newest_checkpoint(other_ckpt) if os.path.isdir(other_ckpt) else []
+    wrong = os.path.join(other_ckpt, other_steps[-1] if other_steps else newest, os.path.basename(rel))
+    return Target(tier, path, os.path.join(WORK, "main", "ckpt", stale_rel), wrong, hashes, header), rel
 
 
 def disrupt(t, how):
@@ -240,7 +244,7 @@ def disrupt(t, how):
     elif how in ("stale", "wrong-job"):
         src = t.stale if how == "stale" else t.wrong
         if not os.path.exists(src):
-            return f"no {how} source {src}"
+            return f"no {how} source {src} (saved: {sorted(os.listdir(os.path.dirname(os.path.dirname(src))))})"
         # Into the same inode (what a reader that has the segment mapped sees), at its size.
         with open(src, "rb") as f:
             data = f.read()
