@@ -636,7 +636,17 @@ void Runtime::Impl::finish_job() {
         log(std::string("the end-of-job agreement failed (") + e.what() + "); the snapshot segments stay");
         everyone = 0;
     }
+    drop_spare_blanks();
     if (everyone) remove_node_snapshots();
+}
+
+void Runtime::Impl::drop_spare_blanks() {
+    // A hot spare that took a role keeps its blank maker (slots made ahead, at nice 19) until
+    // ~Runtime, after the node's segments were removed: a slot it made then stayed in /dev/shm
+    // with no launcher to remove it (issue 29, item 5). Stop it, and unlink what it made that no
+    // store took: every process removes what it made, however the job was started.
+    stores->drop_blanks();
+    if (blank_maker.joinable()) blank_maker.join();
 }
 
 void Runtime::Impl::remove_node_snapshots() {
@@ -671,6 +681,7 @@ void Runtime::Impl::checkpoint_and_leave() {
     }
     protection.reset();
     checkpointer.reset();
+    drop_spare_blanks();
     remove_node_snapshots();
     heartbeat.reset();  // BYE: this process leaves on purpose
     membership.free_all();

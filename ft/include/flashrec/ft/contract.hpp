@@ -24,6 +24,10 @@ inline constexpr char kSpareHost[] = "FLASHREC_SPARE_HOST";
 inline constexpr char kRelaunch[] = "FLASHREC_RELAUNCH";
 // Set (to "1") with kRelaunch: restore, write an HDF5 checkpoint, and exit (for a Slurm requeue).
 inline constexpr char kCheckpointAndExit[] = "FLASHREC_CHECKPOINT_AND_EXIT";
+// Tests only (tests/recovery/disruption_matrix.py): `1` makes every role of a warm relaunch stop
+// itself (SIGSTOP) once its restore plan is final and its sources verified, before it copies
+// anything, so that a test can damage the stored state "during a restore" deterministically.
+inline constexpr char kTestStopInRestore[] = "FLASHREC_TEST_STOP_IN_RESTORE";
 // Set: resume from the newest HDF5 checkpoint (tier 3), like --resume.
 inline constexpr char kResume[] = "FLASHREC_RESUME";
 // Network interface(s) for mpirun's TCP BTL (read by tools/fr-mpirun); unset: its default.

@@ -225,6 +225,7 @@ struct Runtime::Impl {
     void finish_job();
     // This role's protected state in one hash (each buffer's name and bytes), no MPI.
     std::uint64_t own_state_checksum();
+    void drop_spare_blanks();  // a former hot spare: its blank maker stopped, untaken blanks unlinked
     void remove_node_snapshots();          // this node's segments of the job, by one process
     [[noreturn]] void checkpoint_and_leave();  // FLASHREC_CHECKPOINT_AND_EXIT after a relaunch
     // Runs an MPI collective of this step; on a process failure or revoke, abandons the step.
