@@ -355,8 +355,6 @@ def main():
     ap.add_argument("--stale-at", type=int, default=120)
     a = ap.parse_args()
     text, job, ckpt = config_fields(a.config)
-    if not job.startswith("h29d-") and "H29D_ANY_JOB" not in os.environ:
-        pass
     WORK = f"/tmp/{job}-matrix"
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)

@@ -30,7 +30,7 @@ def segments(job_name):
 def with_every_1(config_dir, name, folder):
     text = open(os.path.join(config_dir, name)).read()
     text = re.sub(r"protection: \{every: 4\}", "protection: {every: 1}", text)
-    text = text.replace("name: h30r-probe,", "name: h30r-probe-k1,")
+    text = text.replace("name: t-probe,", "name: t-probe-k1,")
     path = os.path.join(folder, "every-1-" + name)
     with open(path, "w") as f:
         f.write(text)
@@ -39,7 +39,7 @@ def with_every_1(config_dir, name, folder):
 
 def exact(a, problems):
     config = os.path.join(a.config_dir, "replay-probe-4.yaml")
-    with tempfile.TemporaryDirectory(prefix="h30r-probe-") as folder:
+    with tempfile.TemporaryDirectory(prefix="t-probe-") as folder:
         base = run(a.trainer, with_every_1(a.config_dir, "replay-probe-4.yaml", folder), a.timeout)
     job = run(a.trainer, config, a.timeout)
     if not base.checksum:
@@ -54,7 +54,7 @@ def exact(a, problems):
         problems.append(f"exact: replay_diverged records {job.events('replay_diverged')}")
     if base.events("replay_probe"):
         problems.append("exact: the k = 1 run probed replay")
-    for name in ("h30r-probe", "h30r-probe-k1"):
+    for name in ("t-probe", "t-probe-k1"):
         if segments(name):
             problems.append(f"exact: segments left behind: {segments(name)}")
     if probes:
@@ -83,8 +83,8 @@ def refused(a, problems):
     for words in ("needs an exact replay", "step.data_seed()", "protect()ed buffers"):
         if words not in job.output:
             problems.append(f"refused: the refusal does not say '{words}'")
-    if segments("h30r-probe-counter"):
-        problems.append(f"refused: segments left behind: {segments('h30r-probe-counter')}")
+    if segments("t-probe-counter"):
+        problems.append(f"refused: segments left behind: {segments('t-probe-counter')}")
     if not problems:
         print(f"refused: exit code 78 on {len(endings)} roles, replay_diverged {diverged[0].get('buffer')!r} "
               f"at version 4, no result; {job.seconds:.1f} s")
