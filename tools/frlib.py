@@ -236,7 +236,8 @@ def launch(launcher, config, events_path, faults=(), extra=(), timeout=240, exit
     return Launch(result, p.returncode == 0, output, read_events(events_path), seconds, running)
 
 
-def _signal_all(pids, sig):
+def signal_all(pids, sig):
+    """Sends `sig` to each of `pids`; one already gone is skipped."""
     for pid in pids:
         try:
             os.kill(pid, sig)
@@ -285,7 +286,7 @@ def _stop_all(find_pids, limit_s):
         stopped.update(found)
         if not running or time.monotonic() > deadline:
             return sorted(stopped)
-        _signal_all(running, signal.SIGSTOP)
+        signal_all(running, signal.SIGSTOP)
         time.sleep(0.005)
 
 
@@ -300,10 +301,33 @@ def kill_at_once(find_pids, pgid=None, stop_limit_s=2.0):
     mpirun dies first is left in an orphaned process group, which the kernel wakes with SIGHUP and
     SIGCONT."""
     stopped = _stop_all(find_pids, stop_limit_s)
-    _signal_all(sorted(stopped, key=_depth_of, reverse=True), signal.SIGKILL)
+    signal_all(sorted(stopped, key=_depth_of, reverse=True), signal.SIGKILL)
     if pgid is not None:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    _signal_all(find_pids(), signal.SIGKILL)
+    signal_all(find_pids(), signal.SIGKILL)
+
+
+def run_and_kill_at_step(nprocs, argv, step, timeout):
+    """Runs a job under plain mpirun (no fr-run) until its leader prints "step N ..." with N >=
+    `step`, then kills all of it at once (kill_at_once). Returns (the step reached or None, its
+    output so far)."""
+    tag = os.urandom(16).hex()
+    # stdbuf: the leader's "step N" lines arrive as they are printed, not at the end.
+    cmd = [FR_MPIRUN, "-n", str(nprocs), "stdbuf", "-oL", *argv]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True, env={**os.environ, "FLASHREC_TEST_TAG": tag})
+    out, start, reached = [], time.monotonic(), None
+    for line in p.stdout:
+        out.append(line)
+        m = re.match(r"step (\d+) ", line)
+        if m and int(m.group(1)) >= step:
+            reached = int(m.group(1))
+            break
+        if time.monotonic() - start > timeout:
+            break
+    kill_at_once(lambda: pids_with_env("FLASHREC_TEST_TAG", tag), p.pid)
+    p.wait()
+    return reached, "".join(out)

@@ -62,14 +62,6 @@ def _cmdline(pid):
         return []
 
 
-def _kill(pids, sig):
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-
 class LaunchChaos:
     def __init__(self, launcher, config, workdir, timeout, snapshots, job_name=None):
         self.launcher = launcher
@@ -174,13 +166,9 @@ class LaunchChaos:
         return pids
 
     def _kill_job_at_once(self, state, launcher):
-        """Every process of the trial but the launcher and fr-run SIGKILLed, the launcher stopped."""
-        for _ in range(100):
-            rest = [p for p in self._pids(state) if p not in (launcher, state.proc.pid)]
-            if not rest:
-                break
-            _kill(rest, signal.SIGKILL)
-            time.sleep(0.05)
+        """Every process of the trial but the launcher and fr-run killed at once (frlib.kill_at_once),
+        like its nodes losing power; the caller has stopped the launcher."""
+        frlib.kill_at_once(lambda: [p for p in self._pids(state) if p not in (launcher, state.proc.pid)])
 
     def _progress(self, state):
         ev = state.records()
@@ -236,7 +224,7 @@ class LaunchChaos:
                     state.done = True
                     state.late = mpirun not in self._pids(state) or self._ended(state)  # the log lagged
                     if not state.late:
-                        _kill([mpirun], signal.SIGKILL)
+                        frlib.signal_all([mpirun], signal.SIGKILL)
                     state.note = f"SIGKILL mpirun at step {step}"
         elif category in ("node-kill", "node-freeze"):
             pick = rng.random()
@@ -257,9 +245,9 @@ class LaunchChaos:
                     state.late = True
                     return
                 # All at once: stop every process of the node, then (for a kill) SIGKILL them.
-                _kill(victims, signal.SIGSTOP)
+                frlib.signal_all(victims, signal.SIGSTOP)
                 if sig == signal.SIGKILL:
-                    _kill(victims, signal.SIGKILL)
+                    frlib.signal_all(victims, signal.SIGKILL)
                 state.note = (f"{'SIGKILL' if sig == signal.SIGKILL else 'SIGSTOP'} node {node} "
                               f"({', '.join(nodes[node])}: {len(victims)} processes) at step {step}")
         elif category == "relaunch-node-loss":
@@ -274,7 +262,7 @@ class LaunchChaos:
                     if launcher is None:
                         state.done, state.note = True, "no launcher process found"
                         return
-                    _kill([launcher], signal.SIGSTOP)
+                    frlib.signal_all([launcher], signal.SIGSTOP)
                     try:
                         if mpirun not in self._pids(state) or self._ended(state):
                             state.done = state.late = True
@@ -283,7 +271,7 @@ class LaunchChaos:
                         state.note = f"all killed at step {step}"
                         state.phase, state.seen = 1, len(state.records())
                     finally:
-                        _kill([launcher], signal.SIGCONT)
+                        frlib.signal_all([launcher], signal.SIGCONT)
                     return
                 # The warm relaunch: once its ranks of one node have registered (and before its
                 # job runs), that node is lost.
@@ -303,8 +291,8 @@ class LaunchChaos:
                     return
                 state.done = True
                 victims = [pids[r] for r in nodes[node] if r in pids]
-                _kill(victims, signal.SIGSTOP)
-                _kill(victims, signal.SIGKILL)
+                frlib.signal_all(victims, signal.SIGSTOP)
+                frlib.signal_all(victims, signal.SIGKILL)
                 state.note += (f"; node {node} ({len(victims)} processes) SIGKILLed in the warm relaunch "
                                f"(attempt {ev[start].get('attempt')})")
         elif category == "flip-before-relaunch":
@@ -319,22 +307,17 @@ class LaunchChaos:
                     return
                 # The relaunch must not start before the byte is flipped: the launcher waits
                 # stopped while its job dies all at once, like a node losing power.
-                _kill([launcher], signal.SIGSTOP)
+                frlib.signal_all([launcher], signal.SIGSTOP)
                 try:
                     if mpirun not in self._pids(state) or not self.segments() or self._ended(state):
                         # The log's step records lag (the job runs ~150 steps/s): its loop had
                         # ended already. Run the trial again rather than judge a job nothing hit.
                         state.late = True
                         return
-                    for _ in range(100):
-                        rest = [p for p in self._pids(state) if p not in (launcher, state.proc.pid)]
-                        if not rest:
-                            break
-                        _kill(rest, signal.SIGKILL)
-                        time.sleep(0.05)
+                    self._kill_job_at_once(state, launcher)
                     state.note = f"all killed at step {step}; " + self.flip(rng)
                 finally:
-                    _kill([launcher], signal.SIGCONT)
+                    frlib.signal_all([launcher], signal.SIGCONT)
         elif category == "port-garbage":
             if rng.random() < 0.5:
                 faults = [f"role={rng.randrange(self.ranks)}:step={at}:phase={rng.choice(['forward', 'sync', 'allreduce'])}"
@@ -356,7 +339,7 @@ class LaunchChaos:
                 pid = next((e["pid"] for e in reversed(ev) if e["event"] == "rank_registered"
                             and e.get("role") == victim), None)
                 if pid and step >= at:
-                    _kill([pid], signal.SIGSTOP)
+                    frlib.signal_all([pid], signal.SIGSTOP)
                     state.done, state.note = True, f"SIGSTOP {victim} (pid {pid}) at step {step}"
         elif category == "pause-all":
             pause = rng.uniform(1.5, 2.5) * self.hang_ms / 1000
@@ -370,9 +353,9 @@ class LaunchChaos:
                 # paused VM (or the machine-wide stall of docs/slurm.md) looks like. Nobody was
                 # hung, so nobody may be killed for it.
                 pids = [p for p in self._pids(state) if p != state.proc.pid]
-                _kill(pids, signal.SIGSTOP)
+                frlib.signal_all(pids, signal.SIGSTOP)
                 time.sleep(pause)
-                _kill(pids, signal.SIGCONT)
+                frlib.signal_all(pids, signal.SIGCONT)
                 state.note = f"{len(pids)} processes stopped for {pause:.1f} s at step {step}"
         else:
             raise ValueError(category)

@@ -104,23 +104,9 @@ def other_config(a, text, job, ckpt):
 
 def run_and_kill_at(a, config, step, timeout=180):
     """Runs the job until its leader logs `step` or later, then kills all of it at once."""
-    tag = uuid.uuid4().hex
-    cmd = [os.path.join(a.tools, "fr-mpirun"), "-n", str(NPROCS), "stdbuf", "-oL", a.trainer, "--config", config]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True, env={**os.environ, "FLASHREC_TEST_TAG": tag})
-    out, start, reached = [], time.monotonic(), None
-    for line in p.stdout:
-        out.append(line)
-        m = re.match(r"step (\d+) ", line)
-        if m and int(m.group(1)) >= step:
-            reached = int(m.group(1))
-            break
-        if time.monotonic() - start > timeout:
-            break
-    frlib.kill_at_once(lambda: frlib.pids_with_env("FLASHREC_TEST_TAG", tag), p.pid)
-    p.wait()
+    reached, out = frlib.run_and_kill_at_step(NPROCS, [a.trainer, "--config", config], step, timeout)
     if reached is None:
-        sys.exit(f"FAIL: the job never reached step {step}:\n{''.join(out)[-3000:]}")
+        sys.exit(f"FAIL: the job never reached step {step}:\n{out[-3000:]}")
     return reached
 
 

@@ -21,8 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import time
-import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import frlib  # noqa: E402
@@ -53,25 +51,9 @@ def run(a, args, env=None, timeout=180):
 
 
 def run_and_kill_at(a, args, step, timeout=120):
-    """Runs the job until its leader logs `step` or later, then SIGKILLs all of it at once."""
-    tag = uuid.uuid4().hex
-    # stdbuf: the leader's "step N" lines arrive as they are printed, not at the end.
-    cmd = [os.path.join(a.tools, "fr-mpirun"), "-n", "5", "stdbuf", "-oL", a.trainer, "--config", a.config, *args]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True, env={**os.environ, "FLASHREC_TEST_TAG": tag})
-    out, start, reached = [], time.monotonic(), None
-    for line in p.stdout:
-        out.append(line)
-        m = re.match(r"step (\d+) ", line)
-        if m and int(m.group(1)) >= step:
-            reached = int(m.group(1))
-            break
-        if time.monotonic() - start > timeout:
-            break
-    # Everything at once, like a node losing power: nothing gets to clean up.
-    frlib.kill_at_once(lambda: frlib.pids_with_env("FLASHREC_TEST_TAG", tag), p.pid)
-    p.wait()
-    text = "".join(out)
+    """Runs the job until its leader logs `step` or later, then kills all of it at once, like a
+    node losing power: nothing gets to clean up."""
+    reached, text = frlib.run_and_kill_at_step(5, [a.trainer, "--config", a.config, *args], step, timeout)
     check(reached is not None, f"the job never reached step {step}:\n{text[-2000:]}")
     print(f"killed the whole job at step {reached}", flush=True)
     return text
