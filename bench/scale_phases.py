@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOOLS = os.path.join(HERE, "..", "tools")
 sys.path.insert(0, TOOLS)
 import frlib  # noqa: E402
-ORDER = ["detect", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "rebuild", "restore",
+ORDER = ["detect", "nccl_release", "revoke", "shrink", "agree", "exchange", "spawn", "merge", "rebuild", "restore",
          "resumed", "first_step"]
 
 

@@ -310,10 +310,11 @@ def kill_at_once(find_pids, pgid=None, stop_limit_s=2.0):
     signal_all(find_pids(), signal.SIGKILL)
 
 
-def run_and_kill_at_step(nprocs, argv, step, timeout):
+def run_and_kill_at_step(nprocs, argv, step, timeout, ready=None):
     """Runs a job under plain mpirun (no fr-run) until its leader prints "step N ..." with N >=
-    `step`, then kills all of it at once (kill_at_once). Returns (the step reached or None, its
-    output so far)."""
+    `step` (and, with `ready`, ready() is true at such a line: what the caller needs on disk,
+    which an asynchronous writer may still owe on a loaded machine), then kills all of it at
+    once (kill_at_once). Returns (the step reached or None, its output so far)."""
     tag = os.urandom(16).hex()
     # stdbuf: the leader's "step N" lines arrive as they are printed, not at the end.
     cmd = [FR_MPIRUN, "-n", str(nprocs), "stdbuf", "-oL", *argv]
@@ -323,7 +324,7 @@ def run_and_kill_at_step(nprocs, argv, step, timeout):
     for line in p.stdout:
         out.append(line)
         m = re.match(r"step (\d+) ", line)
-        if m and int(m.group(1)) >= step:
+        if m and int(m.group(1)) >= step and (ready is None or ready()):
             reached = int(m.group(1))
             break
         if time.monotonic() - start > timeout:

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <utility>
@@ -147,6 +149,20 @@ NcclComm NcclComm::create_from_id(const ncclUniqueId& id, int nranks, int rank,
     return c;
 }
 
+double NcclComm::warm_up(int device) {
+    const auto start = std::chrono::steady_clock::now();
+    DeviceGuard guard(device);
+    prepare_nccl_for_shared_device();
+    ncclUniqueId id{};
+    FLASHREC_NCCL_CHECK(ncclGetUniqueId(&id));
+    NcclOptions options;
+    options.device = device;
+    options.timeout = std::chrono::seconds(60);
+    NcclComm alone = create_from_id(id, 1, 0, "warm-up", options);
+    alone.finalize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 NcclComm::NcclComm(NcclComm&& other) noexcept
     : comm_(std::exchange(other.comm_, nullptr)),
       revoked_(std::exchange(other.revoked_, false)),
@@ -157,7 +173,8 @@ NcclComm::NcclComm(NcclComm&& other) noexcept
       nccl_name_(std::move(other.nccl_name_)),
       options_(other.options_),
       tag_(std::exchange(other.tag_, 0)),
-      done_(std::move(other.done_)) {}
+      done_(std::move(other.done_)),
+      releasing_(std::move(other.releasing_)) {}
 
 NcclComm& NcclComm::operator=(NcclComm&& other) noexcept {
     if (this != &other) {
@@ -172,6 +189,8 @@ NcclComm& NcclComm::operator=(NcclComm&& other) noexcept {
         options_ = other.options_;
         tag_ = std::exchange(other.tag_, 0);
         done_ = std::move(other.done_);
+        for (std::jthread& t : other.releasing_) releasing_.push_back(std::move(t));
+        other.releasing_.clear();
     }
     return *this;
 }
@@ -214,9 +233,14 @@ void NcclComm::wait_settled(const char* what, const std::function<bool()>& op_co
     } else if (verdict == Verdict::deadline) {
         detail += ": no completion within " + std::to_string(options_.timeout.count()) + " ms";
     }
+    const std::int64_t seen_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto release_start = std::chrono::steady_clock::now();
     release_after_failure();
-    throw NcclError(poller.last_status(), cause_of(verdict), what, short_file(file), line,
-                    ft::world_rank(), detail);
+    NcclError error(poller.last_status(), cause_of(verdict), what, short_file(file), line, ft::world_rank(), detail);
+    error.set_failure_timing(seen_unix_us, std::chrono::duration<double, std::milli>(
+                                               std::chrono::steady_clock::now() - release_start).count());
+    throw error;
 }
 
 void NcclComm::run_collective(const char* what, const std::function<ncclResult_t()>& enqueue,
@@ -348,10 +372,30 @@ void NcclComm::revoke() noexcept {
 }
 
 void NcclComm::release_after_failure() noexcept {
+    const char* mode = std::getenv("FLASHREC_NCCL_RELEASE");
     if (options_.keep_after_failure)
         revoke();
-    else
+    else if (mode != nullptr && std::strcmp(mode, "sync") == 0)
         abort();
+    else
+        release_in_background();
+}
+
+void NcclComm::release_in_background() noexcept {
+    if (comm_ == nullptr) return;
+    ncclComm_t failed = std::exchange(comm_, nullptr);
+    revoked_ = false;
+    try {
+        // The name NCCL may still read goes with it; a copy stays for this object's messages.
+        std::shared_ptr<const std::string> name(std::move(nccl_name_));
+        nccl_name_ = std::make_unique<const std::string>(*name);
+        releasing_.emplace_back([failed, device = device_, name] {
+            (void)cudaSetDevice(device);
+            (void)ncclCommAbort(failed);
+        });
+    } catch (...) {
+        (void)ncclCommAbort(failed);  // no thread to be had: abort here, as before
+    }
 }
 
 NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {

@@ -2,6 +2,8 @@
 #include "flashrec/runtime/device_path.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "flashrec/errors.hpp"
 
@@ -12,6 +14,7 @@
 #include "flashrec/gpu/device.hpp"
 #include "flashrec/gpu/dp_collectives.hpp"
 #include "flashrec/gpu/handles.hpp"
+#include "flashrec/gpu/nccl_comm.hpp"
 #include "flashrec/gpu/snapshot_copier.hpp"
 #endif
 
@@ -103,6 +106,41 @@ std::string DevicePath::check_gpu() {
     if (gpu::cuda_in_use()) return gpu::check_current_device();
 #endif
     return {};
+}
+
+std::optional<DevicePath::FailureTiming> DevicePath::failure_timing(const std::exception& e) {
+#if FLASHREC_WITH_CUDA
+    if (const auto* nccl = dynamic_cast<const gpu::NcclError*>(&e); nccl != nullptr && nccl->seen_unix_us() > 0)
+        return FailureTiming{nccl->seen_unix_us(), nccl->release_ms()};
+#else
+    (void)e;
+#endif
+    return std::nullopt;
+}
+
+std::jthread DevicePath::warm_up_nccl(std::function<void(const std::string&)> log) {
+#if FLASHREC_WITH_CUDA
+    if (!gpu::cuda_in_use()) return {};
+    if (const char* off = std::getenv(kNcclWarmUpEnv); off != nullptr && std::string_view(off) == "0") {
+        log("hot spare: NCCL warm-up off (" + std::string(kNcclWarmUpEnv) + "=0)");
+        return {};
+    }
+    const int device = gpu::current_device();  // the thread's own current device would be 0
+    gpu::prepare_nccl_for_shared_device();      // setenv here, before any thread reads it
+    return std::jthread([device, log = std::move(log)] {
+        try {
+            const double ms = gpu::NcclComm::warm_up(device);
+            log("hot spare: NCCL set up on device " + std::to_string(device) + " in " +
+                std::to_string(static_cast<long>(ms)) + " ms while parked");
+        } catch (const std::exception& e) {
+            // Not fatal: the first real communicator does the same set-up later.
+            log(std::string("hot spare: NCCL warm-up failed (set up at the first communicator instead): ") + e.what());
+        }
+    });
+#else
+    (void)log;
+    return {};
+#endif
 }
 
 bool DevicePath::is_device_pointer(const void* data) const {

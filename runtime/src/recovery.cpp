@@ -43,6 +43,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 void recovery::Timeline::begin() {
     start = last = Clock::now();
     phases.clear();
+    if (nccl_release_ms > 0) phases.emplace_back("nccl_release", nccl_release_ms);
+    nccl_release_ms = 0;
 }
 
 void recovery::Timeline::mark(const std::string& phase) {
@@ -674,12 +676,17 @@ std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
 }
 
 void Runtime::Impl::park_until_needed() {
+    // Its own line format: log() reads the role, which a takeover changes meanwhile.
+    nccl_warmer = runtime::DevicePath::warm_up_nccl([pid = static_cast<int>(getpid())](const std::string& line) {
+        std::fprintf(stderr, "flashrec[spare pid %d]: %s\n", pid, line.c_str());
+    });
     while (membership.role_index < 0) {
         if (spares::park(membership.universe, blanks_made ? spares::SlotSizesHandler{} : [this](const auto& slots) {
                 make_blank_slots(slots);
             }) == spares::Wake::released) {
             stores->drop_blanks();
             if (blank_maker.joinable()) blank_maker.join();  // unlinks what it was making
+            if (nccl_warmer.joinable()) nccl_warmer.join();
             log("released at the end of the job; this hot spare was not needed");
             emit(ft::records::SpareReleased{static_cast<std::int32_t>(getpid())}.to_json());
             // The trainer never runs on this process: leave like a finished job (BYE first,
@@ -692,6 +699,8 @@ void Runtime::Impl::park_until_needed() {
         }
         (void)recover();  // nothing to resume: parked again, or a role whose state arrives in loop_start
     }
+    // A role now: its first step builds the real communicator, after the set-up it waited for.
+    if (nccl_warmer.joinable()) nccl_warmer.join();
 }
 
 void Runtime::Impl::make_blank_slots(const std::vector<std::size_t>& slot_bytes) {

@@ -985,9 +985,15 @@ void Runtime::Impl::protect_first_version() {
 }
 
 void Runtime::Impl::on_failure(const std::exception& e) {
-    if (!abandoned)
+    if (!abandoned) {
         timeline.noticed_unix_us = std::chrono::duration_cast<std::chrono::microseconds>(
                                        std::chrono::system_clock::now().time_since_epoch()).count();
+        // An NCCL wait saw it earlier, then released its communicator first (slow: docs/gpu.md).
+        if (const auto nccl = runtime::DevicePath::failure_timing(e)) {
+            timeline.noticed_unix_us = nccl->seen_unix_us;
+            timeline.nccl_release_ms = nccl->release_ms;
+        }
+    }
     if (!abandoned) log(std::string("step ") + std::to_string(step) + " abandoned: " + e.what());
     if (const auto* error = dynamic_cast<const MpiError*>(&e); error && !abandoned)
         emit(ft::records::MpiErrorSeen{static_cast<std::int32_t>(getpid()), error->error_class(), error->operation()}

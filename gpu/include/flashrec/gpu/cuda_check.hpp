@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstdint>
 #include <string>
 
 #include "flashrec/errors.hpp"
@@ -62,9 +63,20 @@ public:
     // error, abort request, deadline): like ProcessFailure, the step loop must recover and
     // rebuild NCCL from the new `work`. False for usage errors (a bug) and internal errors.
     bool peer_failure() const;
+    // When a wait saw the failure (wall clock, microseconds; 0: not from a wait) and how long the
+    // communicator's release took before this was thrown (ncclCommAbort or revoke: on an H100 with
+    // NCCL 2.28 about 0.5 s, docs/gpu.md), so that a recovery record can tell the two apart.
+    std::int64_t seen_unix_us() const { return seen_unix_us_; }
+    double release_ms() const { return release_ms_; }
+    void set_failure_timing(std::int64_t seen_unix_us, double release_ms) {
+        seen_unix_us_ = seen_unix_us;
+        release_ms_ = release_ms;
+    }
 
 private:
     ncclResult_t result_;
+    std::int64_t seen_unix_us_ = 0;
+    double release_ms_ = 0;
     Cause cause_;
     std::string call_, file_;
     int line_;

@@ -28,6 +28,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "flashrec/gpu/abort_poller.hpp"
 #include "flashrec/gpu/handles.hpp"
@@ -93,6 +95,13 @@ public:
     // Without MPI: every rank calls it with the same id (tests, other bootstraps).
     static NcclComm create_from_id(const ncclUniqueId& id, int nranks, int rank,
                                    const std::string& name, NcclOptions options = {});
+
+    // Local: a communicator of this process alone on `device`, made and finalized, so that
+    // NCCL's one-time set-up in a process (its kernels loaded onto the device: 0.3-0.5 s on an
+    // H100 with NCCL 2.28, docs/gpu.md) is done before the first real communicator. A parked hot
+    // spare calls it, so a repair's NCCL rebuild no longer waits for it. Returns milliseconds
+    // taken; throws NcclError / CudaError.
+    static double warm_up(int device);
 
     NcclComm(NcclComm&& other) noexcept;
     NcclComm& operator=(NcclComm&& other) noexcept;
@@ -163,8 +172,15 @@ private:
                         cudaStream_t stream, const char* file, int line);
     void tag(MPI_Comm mpi);
     AbortPoller make_poller() const;
-    // After a failed operation: revoke() where options_.keep_after_failure, else abort().
+    // After a failed operation: revoke() where options_.keep_after_failure; else the
+    // communicator is aborted on a thread of its own (release_in_background), unless
+    // FLASHREC_NCCL_RELEASE=sync.
     void release_after_failure() noexcept;
+    // ncclCommAbort of a failed communicator waits for NCCL's proxy thread, about 0.5 s with
+    // NCCL 2.28 (docs/gpu.md, "Detection on the GPU path"); nothing after a peer's failure needs
+    // that wait, so the abort runs beside the repair. This object stops using the
+    // communicator at once.
+    void release_in_background() noexcept;
 
     ncclComm_t comm_ = nullptr;
     bool revoked_ = false;
@@ -176,6 +192,9 @@ private:
     NcclOptions options_;
     std::uintptr_t tag_ = 0;  // the value of the attribute it set on its MPI communicator
     Event done_;              // recorded after each collective on its stream
+    // Failed communicators still being aborted (release_in_background); joined when this
+    // object goes, kept across the move-assignment that installs a rebuilt communicator.
+    std::vector<std::jthread> releasing_;
 };
 
 }  // namespace flashrec::gpu

@@ -9,8 +9,10 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "flashrec/ft/comm.hpp"
@@ -50,6 +52,21 @@ public:
     // A spare's admission check of its GPU: empty when it works, or when the process uses no
     // CUDA (asked without creating a context: the CPU path stays free of CUDA).
     static std::string check_gpu();
+    // When an NCCL wait saw a peer's failure and how long releasing the communicator took
+    // before the exception reached the runtime; nullopt for any other exception.
+    struct FailureTiming {
+        std::int64_t seen_unix_us = 0;
+        double release_ms = 0;
+    };
+    static std::optional<FailureTiming> failure_timing(const std::exception& e);
+    // A parked hot spare's head start (docs/gpu.md, "The first step after a repair"): when this
+    // process already uses CUDA (the trainer made its context before the Runtime), NCCL's
+    // one-time set-up runs on the returned thread, so the replacement's first NCCL communicator
+    // does not wait for it. `log` gets one line with what happened. No thread (not joinable)
+    // when the process uses no CUDA or flashrec is built without it.
+    // FLASHREC_NCCL_WARM_UP=0 turns it off (a benchmark's comparison in one run).
+    static std::jthread warm_up_nccl(std::function<void(const std::string&)> log);
+    static constexpr const char* kNcclWarmUpEnv = "FLASHREC_NCCL_WARM_UP";
 
     // Copies host bytes into the live buffers: sources[i] into buffers[which[i]] (device
     // buffers), on the GPU, after the compute stream's work. Waits until they are in place.

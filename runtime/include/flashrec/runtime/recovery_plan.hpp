@@ -115,6 +115,9 @@ struct Timeline {
     std::chrono::steady_clock::time_point start, last;
     std::int64_t noticed_unix_us = 0;  // wall clock: comparable with the fault injector's
     std::int64_t in_loop_unix_us = 0;  // wall clock when "resumed" ended (back in the loop)
+    // GPU path: the failed NCCL communicator's release before the runtime heard of the failure;
+    // begin() makes it the first phase, "nccl_release".
+    double nccl_release_ms = 0;
     std::vector<std::pair<std::string, double>> phases;  // name, ms
     bool debug = false;  // logging.level: debug prints every phase as it ends
     void begin();

@@ -131,6 +131,7 @@ struct Runtime::Impl {
     std::shared_ptr<ft::StorePool> stores = std::make_shared<ft::StorePool>();
     bool blanks_made = false;  // a hot spare made its stores' slots ahead (make_blank_slots)
     std::jthread blank_maker;  // after `stores`: joined before the pool goes
+    std::jthread nccl_warmer;  // a parked hot spare's NCCL set-up (DevicePath::warm_up_nccl)
     int blanks_taken_before_repair = 0;  // stores->blanks_taken() when the last repair began
     void retire_protection();
     std::vector<int> held_roles;  // whose payloads this process kept (for recovery reports)
