@@ -47,11 +47,21 @@ GB = 1e9
 # ("machine": {"cores": 2}); its recovery rows are all at 4-64 ranks, so only its bench_latency
 # row at n = 2 qualifies.
 DEFAULT_DATA = [
-    ("docs/results/gpu-h100-recovery-64mib.json", 16, "H100 machine, run 1"),
-    ("docs/results/gpu-h100-recovery-64mib-context-first.json", 16, "H100 machine, run 2 (context first)"),
-    ("docs/results/scale_phases.json", None, "2-core VM (scale_phases.py)"),
+    ("docs/results/gpu-h100-recovery-64mib.json", 16, "H100 machine, CUDA example, run 1"),
+    ("docs/results/gpu-h100-recovery-64mib-context-first.json", 16, "H100 machine, CUDA example, run 2 (context first)"),
+    ("docs/results/scale-phases-16cores.json", None, "16-core H100 machine (scale_phases.py), run 1"),
+    ("docs/results/scale-phases-16cores-run2.json", None, "16-core H100 machine (scale_phases.py), run 2"),
+    ("docs/results/scale-phases-2cores.json", None, "2-core VM (scale_phases.py, quiet)"),
+    ("docs/results/scale_phases.json", None, "2-core VM (scale_phases.py, first pass)"),
     ("docs/results/issue14-pass4-recovery.json", 2, "2-core VM (issue 14, pass 4)"),
 ]
+# Which trainer a file's recovery rows come from: the CUDA example's repairs (NCCL, 64 MiB of device
+# state, ranks sharing one GPU) and the CPU example's (scale_phases.py) are different systems, and
+# their points are fitted apart. The MPI phases of the projection come from the CPU example: only
+# its rows reach 8 and 16 ranks with a core each, where log2 n and n part.
+CUDA_SYSTEM, CPU_SYSTEM = "CUDA example", "CPU example"
+MPI_SYSTEM = CPU_SYSTEM
+LATENCY_OPS = ["agree_us", "shrink_us", "dup_us", "barrier_us"]
 MPI_PHASES = ["shrink", "agree", "exchange", "rebuild"]
 FIT_PHASES = ["shrink", "agree", "exchange", "rebuild", "spawn", "merge", "restore", "resumed"]
 SHAPES = {"const": lambda n: 1.0, "log": lambda n: math.log2(n), "lin": lambda n: float(n)}
@@ -66,7 +76,11 @@ CONST = {
     "nccl_ring_96k_s": 26.0,      # NVIDIA/nccl PR #1789: ncclBuildRing's O(N^2) loops, 26 s at 96K (96*1024)
     "nccl_n_96k": 96 * 1024,
     "ncclx_speedup": 11.0,        # NCCLX "11x faster startup" (alphaXiv overview of arXiv 2510.20171)
-    "nccl_small_s": (0.40, 0.50, 0.60),  # this project, H100: first-step NCCL init after a repair, 0.40-0.60 s
+    # this project, H100 (docs/gpu.md, "Where the half second went"): a small group's NCCL init in
+    # the first step after a repair, median over the rows: 23-43 ms once a parked hot spare has
+    # loaded NCCL's kernels (2026-11-27); 0.40-0.60 s when the replacement loads them then (a
+    # spawned one, or a spare without the warm-up: 2026-11-24)
+    "nccl_small_s": (0.023, 0.043, 0.60),
     "nccl_reinit_s": (0.010, 0.057),     # this project, H100: abort + re-init alone, 10-57 ms (4/8 ranks)
     # protection rates measured on the H100 (docs/results.md, "GPU: one NVIDIA H100")
     "snap_gbps": (4.35, 6.85, 8.63),     # copy+hash: 2 ranks 1 GiB / 1 rank 1 GiB 256 KiB chunks / 4 MiB chunks
@@ -76,7 +90,9 @@ CONST = {
     "restore_a_s": 0.084,                # H100 restore, 64 MiB, hot, context first: 84 ms (constant part, upper)
     "resumed_s": (0.0007, 0.0166),       # H100 resumed, 64 MiB: 0.7 ms (4 ranks) - 16.6 ms (2 ranks)
     "resumed_per_byte": 0.0166 / (64 << 20),  # the skeptic scales the 2-rank figure with the state
-    "detect_gpu_kill_s": 0.53,           # H100: a SIGKILLed rank holding a CUDA context, 0.53 s
+    # H100: a SIGKILLed rank holding a CUDA context is seen by its NCCL peers in 0.5-3 ms (median per
+    # row; 0.53 s before 2026-11-27 was the failed communicator's abort, counted as detection)
+    "detect_gpu_kill_s": 0.003,
     # the checkpoint baseline
     "async_stall_s": 6.3,                # PyTorch blog "Reducing Model Checkpointing Times by Over 10x": 7B
                                          # checkpoint downtime 148.8 s -> 6.3 s with async_save (IBM)
@@ -100,17 +116,17 @@ MODELS = {"405B": {"params": 405e9, "tp": 8, "pp": 16}, "70B": {"params": 70e9, 
 SCENARIOS = {
     # every number here is either measured (CONST), published (CONST), or marked assumed in the doc
     "optimist": {"detect_s": CONST["detect_gpu_kill_s"], "mpi": "const", "link": 50.0, "eff": 0.54,
-                 "nccl_small": 0.40, "nccl_lin_div": CONST["ncclx_speedup"], "nccl_quad": False,
+                 "nccl_small": CONST["nccl_small_s"][0], "nccl_lin_div": CONST["ncclx_speedup"], "nccl_quad": False,
                  "comms": ("dp", "tp", "pp"), "snap": 8.63, "repl": "link", "overlap": True,
                  "resumed": "low", "tier2_factor": 0.14, "weights": (0.573, 0.279, 0.148),
                  "spare_back_h": 4.0, "stall": "async"},
     "base": {"detect_s": 10.0, "mpi": "log", "link": 50.0, "eff": 0.48,
-             "nccl_small": 0.50, "nccl_lin_div": 1.0, "nccl_quad": True,
+             "nccl_small": CONST["nccl_small_s"][1], "nccl_lin_div": 1.0, "nccl_quad": True,
              "comms": ("dp", "tp", "pp"), "snap": 6.85, "repl": "link", "overlap": True,
              "resumed": "high", "tier2_factor": 0.755, "weights": (0.573, 0.279, 0.148),
              "spare_back_h": 24.0, "stall": "async"},
     "skeptic": {"detect_s": 30.0, "mpi": "lin", "link": 12.5, "eff": 0.48,
-                "nccl_small": 0.60, "nccl_lin_div": 1.0, "nccl_quad": True,
+                "nccl_small": CONST["nccl_small_s"][2], "nccl_lin_div": 1.0, "nccl_quad": True,
                 "comms": ("dp", "tp", "pp", "world"), "snap": 4.35, "repl": "loopback", "overlap": False,
                 "resumed": "per_byte", "tier2_factor": 1.0, "weights": (0.4, 0.3, 0.3),
                 "spare_back_h": 72.0, "stall": "d2h"},
@@ -133,14 +149,17 @@ def load_points(specs):
             rows = data.get("rows", [])
             cores = cores or data.get("machine", {}).get("cores")
             for x in data.get("latency", []):
-                lat.append({"source": label, "cores": cores, **x})
+                lat.append({"source": label, "cores": x.get("cores", cores), **x})
+        cuda = any("first_step_nccl_init" in r.get("phases", {}) for r in rows)
+        system = CUDA_SYSTEM if cuda else CPU_SYSTEM
         for r in rows:
             rc = r.get("cores", cores)  # scale_phases.py records each row's cores (and load) since issue 31
             if rc is None:
                 notes.append(f"{label}: a row at {r.get('ranks')} ranks has no core count; skipped")
                 continue
             for ph, v in r.get("phases", {}).items():
-                pts.append({"source": label, "spare": r.get("spare", "hot"), "series": r.get("series", ""),
+                pts.append({"source": label, "system": system, "spare": r.get("spare", "hot"),
+                            "series": r.get("series", ""),
                             "state_mib": r.get("state_mib"), "n": int(r["ranks"]), "cores": rc, "phase": ph,
                             "median": v["median"], "lo": v["min"], "hi": v["max"]})
     return pts, lat, notes
@@ -188,25 +207,44 @@ def shape_fits(points):
 
 def fits_report(pts):
     """Per phase x spare: the fit on points with ranks <= cores; the excluded points counted."""
-    used = [p for p in pts if p["n"] <= p["cores"]]
+    # At n = 2 a spawned replacement's survivors are one process: its shrink and agreement are
+    # of a communicator of one, not the first point of a curve.
+    used = [p for p in pts if p["n"] <= p["cores"]
+            and not (p["spare"] == "spawned" and p["n"] == 2 and p["phase"] in ("shrink", "agree"))]
     excluded = [p for p in pts if p["n"] > p["cores"]]
     res = {}
-    for ph in FIT_PHASES:
-        for spare in ("hot", "spawned"):
-            pp = [(p["n"], p["median"]) for p in used if p["phase"] == ph and p["spare"] == spare]
-            if len({n for n, _ in pp}) >= 2:
-                r = shape_fits(pp)
-                r["points"] = sorted(pp)
-                r["ranges"] = sorted((p["n"], p["lo"], p["hi"]) for p in used
-                                     if p["phase"] == ph and p["spare"] == spare)
-                res[(ph, spare)] = r
+    for system in (CPU_SYSTEM, CUDA_SYSTEM):
+        for ph in FIT_PHASES:
+            for spare in ("hot", "spawned"):
+                mine = [p for p in used if p["phase"] == ph and p["spare"] == spare and p["system"] == system]
+                pp = [(p["n"], p["median"]) for p in mine]
+                if len({n for n, _ in pp}) >= 2:
+                    r = shape_fits(pp)
+                    r["points"] = sorted(pp)
+                    r["ranges"] = sorted((p["n"], p["lo"], p["hi"]) for p in mine)
+                    res[(ph, spare, system)] = r
     ex_n = sorted({(p["source"], p["n"], p["cores"]) for p in excluded})
     return res, used, ex_n
 
 
+def latency_fits(lat):
+    """bench_latency's operations on a healthy communicator (many repetitions each, so far less
+    noisy than one repair per trial), fitted like the phases: points of one machine with ranks <=
+    cores (the 2-core VM's n = 2 rows are another machine and are left out of the shape)."""
+    res = {}
+    rows = [x for x in lat if x["ranks"] <= (x["cores"] or 0) and (x["cores"] or 0) >= 16]
+    for op in LATENCY_OPS:
+        pp = [(int(x["ranks"]), x[op]) for x in rows if op in x]
+        if len({n for n, _ in pp}) >= 2:
+            r = shape_fits(pp)
+            r["points"] = sorted(pp)
+            res[op] = r
+    return res
+
+
 def mpi_phase_s(ph, n, fits, shape):
     """Seconds of one MPI phase at n ranks on the cluster under a shape (constants from the fits)."""
-    f = fits[(ph, SPARE_FOR[ph])]
+    f = fits[(ph, SPARE_FOR[ph], MPI_SYSTEM)]
     return f["c"][shape] * SHAPES[shape](n) / 1e3
 
 
@@ -363,15 +401,23 @@ def fmt_s(x):
 def tables(fits, used, excluded, lat):
     T = {}
     # 1. fits
-    rows = ["| phase | spare | points (n: median ms (min-max)) | held-out error: const / log2 n / n | "
-            "run-to-run noise | verdict |", "|---|---|---|---|---|---|"]
-    for (ph, spare), r in fits.items():
+    rows = ["| trainer | phase | spare | points (n: median ms (min-max)) | held-out error: const / log2 n / n | "
+            "run-to-run noise | verdict |", "|---|---|---|---|---|---|---|"]
+    for (ph, spare, system), r in fits.items():
         pts = "; ".join(f"{n}: {t:.2f}" for n, t in r["points"])
         rng = ", ".join(f"{lo:.2f}-{hi:.2f}" for _, lo, hi in r["ranges"])
         e = r["errors"]
-        rows.append(f"| {ph} | {spare} | {pts} ({rng}) | {e['const']:.0%} / {e['log']:.0%} / {e['lin']:.0%} | "
-                    f"{r['noise']:.0%} | {r['verdict']} |")
+        rows.append(f"| {system} | {ph} | {spare} | {pts} ({rng}) | {e['const']:.0%} / {e['log']:.0%} / "
+                    f"{e['lin']:.0%} | {r['noise']:.0%} | {r['verdict']} |")
     T["fits"] = rows
+    rows = ["| operation (healthy communicator) | points (n: us) | held-out error: const / log2 n / n | "
+            "run-to-run noise | verdict |", "|---|---|---|---|---|"]
+    for op, r in latency_fits(lat).items():
+        pts = "; ".join(f"{n}: {t:.1f}" for n, t in r["points"])
+        e = r["errors"]
+        rows.append(f"| {op[:-3]} | {pts} | {e['const']:.0%} / {e['log']:.0%} / {e['lin']:.0%} | "
+                    f"{r['noise']:.0%} | {r['verdict']} |")
+    T["latency_fits"] = rows
     T["excluded"] = ["excluded (ranks > cores): " + "; ".join(
         f"{src} n={n} on {c} cores" for src, n, c in excluded)]
     l2 = [x for x in lat if x["ranks"] <= (x["cores"] or 0)]
@@ -382,14 +428,17 @@ def tables(fits, used, excluded, lat):
     m = MODELS["405B"]
     names = ["detect"] + MPI_PHASES + ["restore", "resumed", "nccl_dp", "nccl_tp", "nccl_pp", "nccl_world"]
     rows = ["| part | 1,024 GPUs | 16,384 GPUs | 100,000 GPUs | shape and source |", "|---|---|---|---|---|"]
-    src = {"detect": "hang timeout 10 s (docs/config.md); optimist: 0.53 s, a killed rank on the H100; skeptic 30 s",
-           "shrink": "log2 n (ERA + revoke, published); optimist constant; skeptic linear (the edge)",
-           "agree": "log2 n (ERA, SC'15); optimist constant; skeptic linear",
-           "exchange": "log2 n (allgather); optimist constant; skeptic linear",
-           "rebuild": "log2 n (comm split); optimist constant; skeptic linear",
+    src = {"detect": "hang timeout 10 s (docs/config.md); optimist: 3 ms, a killed rank seen by its NCCL peers on "
+                     "the H100; skeptic 30 s",
+           "shrink": "log2 n (measured, 2-16 ranks on 16 cores: bench_latency's shrink; ERA + revoke, published); "
+                     "optimist constant; skeptic linear (the edge)",
+           "agree": "log2 n (measured as shrink; ERA, SC'15); optimist constant; skeptic linear",
+           "exchange": "log2 n (allgather; the repair's exchange: undecided); optimist constant; skeptic linear",
+           "rebuild": "log2 n (measured: comm dup; the repair's rebuild, hot); optimist constant; skeptic linear",
            "restore": "84 ms + state / (link x 48-54 %); link 50 GB/s, skeptic 12.5",
            "resumed": "H100: 0.7-16.6 ms at 64 MiB; skeptic scales 16.6 ms with the state",
-           "nccl_dp": "DP group n/128: t(N) = 0.5 s + a N + b N^2 (H100 constant; NCCLX 265 s and PR #1789 26 s at 96K)",
+           "nccl_dp": "DP group n/128: t(N) = 43 ms + a N + b N^2 (H100, warmed hot spare; skeptic 0.60 s, cold; "
+                      "NCCLX 265 s and PR #1789 26 s at 96K)",
            "nccl_tp": "TP group of 8 (one NVLink node): t(8)",
            "nccl_pp": "PP group of 16: t(16)",
            "nccl_world": "only a trainer with a world communicator (skeptic): t(n)"}
@@ -527,8 +576,8 @@ def main():
     pts, lat, notes = load_points(specs)
     fits, used, excluded = fits_report(pts)
     for ph in MPI_PHASES:
-        if (ph, SPARE_FOR[ph]) not in fits:
-            sys.exit(f"scale_fair: no fit for {ph} ({SPARE_FOR[ph]}) from points with ranks <= cores")
+        if (ph, SPARE_FOR[ph], MPI_SYSTEM) not in fits:
+            sys.exit(f"scale_fair: no fit for {ph} ({SPARE_FOR[ph]}, {MPI_SYSTEM}) from points with ranks <= cores")
     T, G = tables(fits, used, excluded, lat)
     if not a.markdown:
         print("scale model, second pass (issue 31)")
@@ -536,12 +585,13 @@ def main():
             print(nt)
         lin, quad = nccl_coeffs()
         print(f"NCCL init t(N) = small + {lin * 1e3:.3f} ms x N + {quad:.3e} s x N^2")
-    for key in ("fits", "excluded", "latency", "phases", "nccl", "goodput", "one_at_a_time", "anchors"):
+    for key in ("fits", "latency_fits", "excluded", "latency", "phases", "nccl", "goodput", "one_at_a_time", "anchors"):
         print(f"\n<!-- {key} -->")
         print("\n".join(T[key]))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"fits": {f"{k[0]}/{k[1]}": v for k, v in fits.items()},
+            json.dump({"fits": {"/".join(k): v for k, v in fits.items()},
+                       "latency_fits": latency_fits(lat),
                        "goodput": {"/".join(map(str, k)): v for k, v in G.items()},
                        "const": CONST, "scenarios": SCENARIOS, "models": MODELS}, f, indent=1, default=str)
 
