@@ -7,6 +7,15 @@ install(TARGETS flashrec EXPORT flashrecTargets
 list(TRANSFORM FLASHREC_PUBLIC_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/include/flashrec/
      OUTPUT_VARIABLE _flashrec_public_header_paths)
 install(FILES ${_flashrec_public_header_paths} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashrec)
+# Built with CUDA: the GPU API a trainer uses beside it (docs/gpu.md, "Using it from a trainer"):
+# typed CUDA/NCCL errors and their check macros, choosing the device, RAII streams and events.
+# The other gpu/ headers are the runtime's own and stay internal.
+set(FLASHREC_GPU_API_HEADERS cuda_check.hpp device.hpp handles.hpp)
+if(FLASHREC_WITH_CUDA)
+  list(TRANSFORM FLASHREC_GPU_API_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/gpu/include/flashrec/gpu/
+       OUTPUT_VARIABLE _flashrec_gpu_header_paths)
+  install(FILES ${_flashrec_gpu_header_paths} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashrec/gpu)
+endif()
 
 # The MPI this build used, with symlinks resolved: the installed package names it, not the
 # source tree's .deps link.

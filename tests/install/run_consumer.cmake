@@ -35,7 +35,20 @@ set(mpirun ${CMAKE_MATCH_2})
 if(NOT launch STREQUAL "${prefix}/bin/flashrec-launch" OR NOT mpirun STREQUAL "${prefix}/bin/fr-mpirun")
   message(FATAL_ERROR "the package names ${launch} and ${mpirun}, not the installed tools in ${prefix}/bin")
 endif()
+set(configure_output "${last_output}")
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+
+# Built with CUDA: the GPU API is installed and usable from outside (no GPU needed: without one
+# choosing a device is a typed error).
+if(WITH_CUDA)
+  if(NOT configure_output MATCHES "flashrec GPU API: installed")
+    message(FATAL_ERROR "flashrec was built with CUDA but the package does not offer the GPU API")
+  endif()
+  run(${WORK_DIR}/build/consumer_gpu)
+  if(NOT last_output MATCHES "consumer_gpu: flashrec [0-9.]+, [0-9]+ CUDA device")
+    message(FATAL_ERROR "consumer_gpu did not run as expected")
+  endif()
+endif()
 
 # Nothing from the source tree or the build tree may be needed: no FLASHREC_MPIRUN override.
 set(env ${CMAKE_COMMAND} -E env --unset=FLASHREC_MPIRUN --unset=FLASHREC_MPI_PREFIX)
