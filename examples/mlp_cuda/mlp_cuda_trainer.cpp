@@ -85,6 +85,14 @@ int main(int argc, char** argv) {
         FLASHREC_CUDA_CHECK(cudaSetDevice(device));
         FLASHREC_CUDA_CHECK(cudaFree(nullptr));  // creates the context now
         flashrec::Runtime rt(argc, argv);
+        // The GPU of this role's slot on its node: a replacement gets one no live process there
+        // uses (the dead role's when it died on this node), which may not be the one a spare
+        // picked while parked. Switching makes a context there (docs/gpu.md, "The replacement's GPU").
+        if (const int slot_device = gpu::device_for_local_rank(rt.local_slot()); slot_device != device) {
+            std::fprintf(stderr, "mlp_cuda_trainer: role %s takes device %d (slot %d), not %d\n",
+                         rt.role().key().c_str(), slot_device, rt.local_slot(), device);
+            FLASHREC_CUDA_CHECK(cudaSetDevice(slot_device));
+        }
         const Shape shape{static_cast<std::size_t>(rt.param_int("model.input", 32)),
                           static_cast<std::size_t>(rt.param_int("model.hidden", 64)),
                           static_cast<std::size_t>(rt.param_int("model.output", 8))};

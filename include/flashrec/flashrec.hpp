@@ -161,6 +161,12 @@ public:
     Runtime& operator=(const Runtime&) = delete;
 
     Role role() const;
+    // This role's slot on its node: which of the node's GPUs it uses (docs/gpu.md, "The
+    // replacement's GPU"), e.g. gpu::device_for_local_rank(rt.local_slot()). At the start a
+    // process's index among the job's processes on its node; a replacement gets a slot no live
+    // process of its node holds (the dead role's GPU when it died on that node, else the spare's
+    // own). Ask after the constructor, before allocating device memory.
+    int local_slot() const;
     int dp_size() const;
     int tp_size() const;
     int pp_size() const;

@@ -80,6 +80,8 @@ recovery::Report Runtime::Impl::report() const {
     r.node = node_name;
     r.id = process_id;
     r.step = step;
+    r.slot = membership.role_index >= 0 ? membership.slot_of_role.at(static_cast<size_t>(membership.role_index))
+                                        : membership.own_slot;
     r.pristine = pristine;
     for (const auto& b : state.buffers())
         r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
@@ -289,6 +291,7 @@ void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
     }
     membership.role_index = outcome.role;
     membership.node_of_role = plan.node_of_role;
+    membership.slot_of_role = plan.slot_of_role;
     spare_pool.assign(plan.role_of_process);
     membership.universe = std::move(next_universe);
     outcome.timeline = timeline;

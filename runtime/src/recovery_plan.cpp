@@ -22,7 +22,7 @@ std::string serialize(const Report& r) {
     std::string unhealthy = r.unhealthy;
     for (char& c : unhealthy)
         if (c == '\n') c = ' ';
-    out << ' ' << r.shm_need << ' ' << r.shm_room << ' ' << unhealthy;
+    out << ' ' << r.shm_need << ' ' << r.shm_room << ' ' << r.slot << ' ' << unhealthy;
     return out.str();
 }
 
@@ -40,11 +40,38 @@ Report deserialize(const std::string& text) {
     if (!in || local > 4096) throw Error("recovery: malformed report '" + text + "'");
     r.local.resize(local);
     for (auto& l : r.local) in >> l.owner_role >> l.versions.newest >> l.versions.older;
-    in >> r.shm_need >> r.shm_room;
+    in >> r.shm_need >> r.shm_room >> r.slot;
     if (!in) throw Error("recovery: malformed report '" + text + "'");
     std::getline(in, r.unhealthy);
     if (!r.unhealthy.empty() && r.unhealthy.front() == ' ') r.unhealthy.erase(0, 1);
     return r;
+}
+
+std::vector<int> slots_after(const std::vector<Report>& reports, const std::vector<int>& role_of_process,
+                             int n_roles) {
+    std::vector<int> slot_of_role(static_cast<size_t>(n_roles), -1);
+    // Slots taken on each node: live roles keep theirs, spares that stay spares keep their own.
+    std::map<std::string, std::set<int>> taken;
+    for (size_t p = 0; p < reports.size(); ++p) {
+        const int role = role_of_process[p];
+        const bool kept = role >= 0 && role == reports[p].role;
+        if ((kept || role < 0) && reports[p].slot >= 0) taken[reports[p].node].insert(reports[p].slot);
+        if (kept) slot_of_role[static_cast<size_t>(role)] = reports[p].slot;
+    }
+    // Replacements in role order, each the lowest free slot of its node.
+    std::vector<size_t> replacements;
+    for (size_t p = 0; p < reports.size(); ++p)
+        if (role_of_process[p] >= 0 && role_of_process[p] != reports[p].role) replacements.push_back(p);
+    std::sort(replacements.begin(), replacements.end(),
+              [&](size_t a, size_t b) { return role_of_process[a] < role_of_process[b]; });
+    for (size_t p : replacements) {
+        std::set<int>& used = taken[reports[p].node];
+        int slot = 0;
+        while (used.count(slot) != 0) ++slot;
+        used.insert(slot);
+        slot_of_role[static_cast<size_t>(role_of_process[p])] = slot;
+    }
+    return slot_of_role;
 }
 
 std::string admission_problem(const Report& spare, std::int64_t need) {
@@ -123,6 +150,7 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
     for (size_t p = 0; p < reports.size(); ++p)
         if (plan.role_of_process[p] >= 0)
             plan.node_of_role[static_cast<size_t>(plan.role_of_process[p])] = node_id[reports[p].node];
+    plan.slot_of_role = slots_after(reports, plan.role_of_process, n_roles);
 
     // Whether role r's live process restores version v from its own snapshot. In-job, a live
     // role with any snapshot does (its snapshots are current); one with none lacks every version

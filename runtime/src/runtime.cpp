@@ -257,6 +257,14 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     for (int p = 0; p < shape.size(); ++p)
         membership.node_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] =
             active_nodes[static_cast<size_t>(p)];
+    // Slots: each process's index among the job's processes (hot spares too) on its node.
+    const auto slot_of_process = [&](int p) {
+        return static_cast<int>(std::count(names.begin(), names.begin() + p, names[static_cast<size_t>(p)]));
+    };
+    membership.slot_of_role.assign(static_cast<size_t>(shape.size()), 0);
+    for (int p = 0; p < shape.size(); ++p)
+        membership.slot_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] = slot_of_process(p);
+    membership.own_slot = slot_of_process(world_rank);
     if (world_rank < shape.size()) membership.role_index = role_of_process[static_cast<size_t>(world_rank)];
     spare_pool.assign_range(shape.size(), membership.universe.size());
 
@@ -1043,6 +1051,10 @@ Runtime::~Runtime() {
 }
 
 Role Runtime::role() const { return impl_->role(); }
+int Runtime::local_slot() const {
+    const auto& m = impl_->membership;
+    return m.role_index >= 0 ? m.slot_of_role.at(static_cast<size_t>(m.role_index)) : m.own_slot;
+}
 int Runtime::dp_size() const { return impl_->shape.dp; }
 int Runtime::tp_size() const { return impl_->shape.tp; }
 int Runtime::pp_size() const { return impl_->shape.pp; }

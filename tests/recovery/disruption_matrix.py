@@ -102,18 +102,19 @@ def other_config(a, text, job, ckpt):
     return path
 
 
-def run_and_kill_at(a, config, step, job, ckpt, timeout=180):
+def run_and_kill_at(a, config, step, job, ckpt, checkpoints, timeout=180):
     """Runs the job until its leader logs `step` or later and what the cells copy from is there
-    (two published HDF5 checkpoints, ROLE's own and replica segments: the HDF5 writer runs
-    behind the steps on a loaded machine), then kills all of it at once."""
+    (`checkpoints` published HDF5 checkpoints, ROLE's own and replica segments: the HDF5 writer
+    runs behind the steps on a loaded machine), then kills all of it at once."""
     def ready():
         segments = shm_files(job)
-        return (len(newest_checkpoint(ckpt)) >= 2 if os.path.isdir(ckpt) else False) and \
+        published = len(newest_checkpoint(ckpt)) if os.path.isdir(ckpt) else 0
+        return published >= checkpoints and \
             any(re.fullmatch(rf"flashrec\.{re.escape(job)}\.node\d+\.{re.escape(ROLE)}\.\d", n) for n in segments) and \
             any(re.fullmatch(rf"flashrec\.{re.escape(job)}\.node\d+\.{re.escape(ROLE)}@\S+\.\d", n) for n in segments)
     reached, out = frlib.run_and_kill_at_step(NPROCS, [a.trainer, "--config", config], step, timeout, ready)
     if reached is None:
-        sys.exit(f"FAIL: the job never reached step {step} with two HDF5 checkpoints in {ckpt} and {ROLE}'s "
+        sys.exit(f"FAIL: the job never reached step {step} with {checkpoints} HDF5 checkpoint(s) in {ckpt} and {ROLE}'s "
                  f"segments in /dev/shm (there: {newest_checkpoint(ckpt) if os.path.isdir(ckpt) else 'no directory'}, "
                  f"{sorted(shm_files(job))}):\n{out[-3000:]}")
     return reached
@@ -374,15 +375,15 @@ def main():
         print(f"failure-free: final_checksum={ref}", flush=True)
         shutil.rmtree(ckpt, ignore_errors=True)
         # The wrong job's files, the same job's stale ones, then the state every cell starts from.
-        run_and_kill_at(a, other, a.kill_at, other_job, other_ckpt)
+        run_and_kill_at(a, other, a.kill_at, other_job, other_ckpt, 1)
         save_state(other_job, other_ckpt, os.path.join(WORK, "other"))
         clear_shm(other_job)
         shutil.rmtree(other_ckpt, ignore_errors=True)
-        run_and_kill_at(a, a.config, a.stale_at, job, ckpt)
+        run_and_kill_at(a, a.config, a.stale_at, job, ckpt, 0)
         save_state(job, ckpt, os.path.join(WORK, "stale"))
         clear_shm(job)
         shutil.rmtree(ckpt, ignore_errors=True)
-        reached = run_and_kill_at(a, a.config, a.kill_at, job, ckpt)
+        reached = run_and_kill_at(a, a.config, a.kill_at, job, ckpt, 2)
         save_state(job, ckpt, os.path.join(WORK, "main"))
         print(f"killed the whole job at step {reached}; checkpoints: {newest_checkpoint(ckpt)}", flush=True)
         rows, defects = [], 0

@@ -125,5 +125,19 @@ with open(result_path) as f:
 check("fr-run: an mpirun that outlives its ranks is ended after the grace, not at the timeout",
       result["mpirun_lingered"] and not result["timed_out"] and time.monotonic() - start < 20, str(result))
 check("fr-run: and says so", "after its last rank exited" in p.stdout, p.stdout[-300:])
+# The same when the whole job went by between two of fr-run's looks (soak.chaos, 2026-11-27: all
+# ranks _exit(76) within 0.3 s of the start): the FAKE prterun's "rank" uses the CPU for 0.1 s,
+# ends and is reaped before fr-run's first look; prterun never exits.
+with open(fake_mpirun, "w") as f:
+    f.write(f"#!{sys.executable}\nimport os, time\npid = os.fork()\nif pid == 0:\n"
+            f"    end = time.monotonic() + 0.1\n    while time.monotonic() < end: pass\n    os._exit(76)\n"
+            f"os.waitpid(pid, 0)\ntime.sleep(60)\n")
+start = time.monotonic()
+p = subprocess.run([frlib.FR_RUN, "--timeout", "30", "--mpirun-grace", "1", "--result", result_path, "--", fake_mpirun],
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+with open(result_path) as f:
+    result = json.load(f)
+check("fr-run: an mpirun whose ranks all ended before its first look is still ended after the grace",
+      result["mpirun_lingered"] and not result["timed_out"] and time.monotonic() - start < 20, str(result))
 shutil.rmtree(work, ignore_errors=True)
 sys.exit(1 if failures else 0)

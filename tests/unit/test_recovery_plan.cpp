@@ -316,3 +316,56 @@ TEST_CASE("admission fields survive serialization, the reason with its spaces") 
     CHECK(live_back.shm_room == -1);
     CHECK(live_back.unhealthy.empty());
 }
+
+// The replacement's GPU (Plan::slot_of_role, docs/gpu.md): reports on one node each, with slots.
+namespace {
+Report at(const std::string& node, int role, int slot) {
+    Report r;
+    r.node = node;
+    r.role = role;
+    r.slot = slot;
+    return r;
+}
+}  // namespace
+
+TEST_CASE("slots: a spare on the dead role's node takes the dead role's slot (its GPU is free now)") {
+    // node A: roles 0 and 1 in slots 0 and 1, a hot spare in slot 2; role 1 died.
+    const std::vector<Report> reports{at("A", 0, 0), at("A", -1, 2)};
+    CHECK(slots_after(reports, {0, 1}, 2) == std::vector<int>{0, 1});
+}
+
+TEST_CASE("slots: a spare on another node keeps its own slot; live roles keep theirs") {
+    // node A: roles 0 and 2 in slots 0 and 1, a spare in slot 2; role 1 died on node B (role 3 there, slot 1).
+    const std::vector<Report> reports{at("A", 0, 0), at("A", 2, 1), at("B", 3, 1), at("A", -1, 2)};
+    CHECK(slots_after(reports, {0, 2, 3, 1}, 4) == std::vector<int>{0, 2, 1, 1});
+}
+
+TEST_CASE("slots: spares that stay spares keep theirs from the replacements on a spare node") {
+    // spare node C: spares in slots 0 and 1, the second one taking dead role 1 (the first was
+    // rejected, say): slot 1, its own; the one left a spare keeps slot 0.
+    const std::vector<Report> reports{at("A", 0, 0), at("C", -1, 0), at("C", -1, 1)};
+    CHECK(slots_after(reports, {0, -1, 1}, 2) == std::vector<int>{0, 1});
+}
+
+TEST_CASE("slots: a spawned process (no slot yet) and two replacements on one node, in role order") {
+    // node A lost roles 0 and 1 (slots 0, 1); role 2 lives in slot 2; a hot spare (slot 3) and a
+    // spawned process (slot -1) take roles 1 and 0: role 0 gets slot 0, role 1 slot 1.
+    const std::vector<Report> reports{at("A", 2, 2), at("A", -1, 3), at("A", -1, -1)};
+    CHECK(slots_after(reports, {2, 1, 0}, 3) == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("slots: make_plan fills them, and the slot survives serialization") {
+    std::vector<Report> reports;
+    for (int role : {0, 2, 3}) {
+        Report r = survivor(role, 9, 8, (role + 2) % 4, 9, 8);
+        r.slot = role % 2;
+        reports.push_back(r);
+    }
+    Report s = spare(100);
+    s.slot = 0;
+    reports.push_back(s);
+    const Plan plan = make_plan(shape, reports);
+    CHECK(plan.slot_of_role == std::vector<int>{0, 0, 0, 1});  // role 1 on node2 (spare's own slot 0)
+    CHECK(deserialize(serialize(s)).slot == 0);
+    CHECK(deserialize(serialize(reports[0])).slot == 0);
+}

@@ -12,6 +12,8 @@ namespace flashrec::runtime {
 struct Membership {
     int role_index = -1;            // -1 while this process is a parked hot spare
     std::vector<int> node_of_role;  // node ids, equal = same node
+    std::vector<int> slot_of_role;  // each role's slot on its node (Runtime::local_slot)
+    int own_slot = -1;              // this process's slot as a spare (-1: spawned, none yet)
     int epoch = 0;                  // topology epoch: +1 per repair
 
     ft::Comm universe;     // every live process: actives and hot spares

@@ -45,6 +45,9 @@ struct Report {
     // its own (its GPU), empty when none.
     std::int64_t shm_room = -1;
     std::string unhealthy;
+    // Its slot on its node (which of the node's GPUs it uses, Runtime::local_slot): a role's
+    // current slot, a hot spare's own; -1 for a spawned process, which has none yet.
+    int slot = -1;
 };
 std::string serialize(const Report& r);
 Report deserialize(const std::string& text);  // throws flashrec::Error on garbage
@@ -69,6 +72,9 @@ struct RejectedSpare {
 // Why `spare` may not take a role whose stores need `shm_need` bytes of /dev/shm: its own failed
 // check, or too little room; empty: admitted. (Its process answers: it is in the exchange.) Pure.
 std::string admission_problem(const Report& spare, std::int64_t shm_need);
+// Plan::slot_of_role from the reports and who holds which role after the repair. Pure.
+std::vector<int> slots_after(const std::vector<Report>& reports, const std::vector<int>& role_of_process,
+                             int n_roles);
 // The /dev/shm bytes a role needs: the most any live role's stores take (a dead role's are like
 // its peers'). Pure.
 std::int64_t shm_need(const std::vector<Report>& reports);
@@ -87,6 +93,11 @@ struct Plan {
     std::string problem;         // why there is no version (which role's state is lost)
     std::vector<int> role_of_process;  // after the repair (-1: stays a spare)
     std::vector<int> node_of_role;     // node ids (equal id = same node) after the repair
+    // Each role's slot on its node after the repair (docs/gpu.md, "The replacement's GPU"): a
+    // live role keeps its own; a replacement takes the lowest slot of its node that no live role
+    // and no other spare there holds (the dead role's, when it died on that node; else the
+    // spare's own), so it never takes a GPU a live process uses.
+    std::vector<int> slot_of_role;
     std::int64_t steps_replayed = 0;   // completed steps that will run again
     bool from_checkpoint = false;      // tier 3: every role restores `version` from HDF5
     std::int64_t furthest_step = -1;   // the furthest step any live process had reached
