@@ -108,36 +108,37 @@ check("launch: a process left behind is found, reaped and fails the run", run.le
 slow = frlib.launch(fake, "train.yaml", log_path, timeout=0.1)
 check("launch: fr-run's timeout: hung, no exit code", slow.hung and slow.exit_code is None and not slow.ok)
 
-# fr-run ends a tree whose mpirun outlives its ranks (PRRTE's trap): a stand-in named prterun (a
-# FAKE mpirun, a script) starts a "rank" that exits after 1 s, leaves it unreaped and never exits.
+# fr-run ends a tree whose mpirun outlives its ranks (PRRTE's trap). A stand-in named prterun (a
+# FAKE mpirun, a Python script whose body after the fork is `rank`, then `parent`) never exits.
 import json  # noqa: E402
 import subprocess  # noqa: E402
-fake_mpirun = os.path.join(work, "prterun")
-with open(fake_mpirun, "w") as f:
-    f.write(f"#!{sys.executable}\nimport os, time\nif os.fork() == 0:\n    time.sleep(1)\n    os._exit(3)\ntime.sleep(60)\n")
-os.chmod(fake_mpirun, 0o755)
-result_path = os.path.join(work, "lingered.json")
-start = time.monotonic()
-p = subprocess.run([frlib.FR_RUN, "--timeout", "30", "--mpirun-grace", "1", "--result", result_path, "--", fake_mpirun],
-                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-with open(result_path) as f:
-    result = json.load(f)
+
+
+def run_fake_mpirun(rank, parent):
+    """(fr-run's --result, its output, seconds) for a fake prterun: fork, the child runs `rank`,
+    the parent `parent` and then sleeps a minute."""
+    fake_mpirun = os.path.join(work, "prterun")
+    with open(fake_mpirun, "w") as f:
+        f.write(f"#!{sys.executable}\nimport os, time\npid = os.fork()\nif pid == 0:\n{rank}\n{parent}\ntime.sleep(60)\n")
+    os.chmod(fake_mpirun, 0o755)
+    result_path = os.path.join(work, "lingered.json")
+    start = time.monotonic()
+    p = subprocess.run([frlib.FR_RUN, "--timeout", "30", "--mpirun-grace", "1", "--result", result_path, "--",
+                        fake_mpirun], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(result_path) as f:
+        return json.load(f), p.stdout, time.monotonic() - start
+
+
+# Its "rank" exits after 1 s and is left unreaped.
+result, out, took = run_fake_mpirun("    time.sleep(1)\n    os._exit(3)", "")
 check("fr-run: an mpirun that outlives its ranks is ended after the grace, not at the timeout",
-      result["mpirun_lingered"] and not result["timed_out"] and time.monotonic() - start < 20, str(result))
-check("fr-run: and says so", "after its last rank exited" in p.stdout, p.stdout[-300:])
-# The same when the whole job went by between two of fr-run's looks (soak.chaos, 2026-11-27: all
-# ranks _exit(76) within 0.3 s of the start): the FAKE prterun's "rank" uses the CPU for 0.1 s,
-# ends and is reaped before fr-run's first look; prterun never exits.
-with open(fake_mpirun, "w") as f:
-    f.write(f"#!{sys.executable}\nimport os, time\npid = os.fork()\nif pid == 0:\n"
-            f"    end = time.monotonic() + 0.1\n    while time.monotonic() < end: pass\n    os._exit(76)\n"
-            f"os.waitpid(pid, 0)\ntime.sleep(60)\n")
-start = time.monotonic()
-p = subprocess.run([frlib.FR_RUN, "--timeout", "30", "--mpirun-grace", "1", "--result", result_path, "--", fake_mpirun],
-                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-with open(result_path) as f:
-    result = json.load(f)
+      result["mpirun_lingered"] and not result["timed_out"] and took < 20, str(result))
+check("fr-run: and says so", "after its last rank exited" in out, out[-300:])
+# The whole job goes by between two of fr-run's looks (soak.chaos, 2026-11-27: all ranks _exit(76)
+# within 0.3 s of the start): the "rank" uses the CPU for 0.1 s and is reaped before the first look.
+result, out, took = run_fake_mpirun("    end = time.monotonic() + 0.1\n    while time.monotonic() < end: pass\n"
+                                    "    os._exit(76)", "os.waitpid(pid, 0)")
 check("fr-run: an mpirun whose ranks all ended before its first look is still ended after the grace",
-      result["mpirun_lingered"] and not result["timed_out"] and time.monotonic() - start < 20, str(result))
+      result["mpirun_lingered"] and not result["timed_out"] and took < 20, str(result))
 shutil.rmtree(work, ignore_errors=True)
 sys.exit(1 if failures else 0)
