@@ -140,5 +140,16 @@ result, out, took = run_fake_mpirun("    end = time.monotonic() + 0.1\n    while
                                     "    os._exit(76)", "os.waitpid(pid, 0)")
 check("fr-run: an mpirun whose ranks all ended before its first look is still ended after the grace",
       result["mpirun_lingered"] and not result["timed_out"] and took < 20, str(result))
+# Nested: a script under fr-run runs the lingering FAKE prterun under an inner fr-run (as the
+# checkpoint tests do). The inner one ends it after its grace; the outer, with a shorter grace,
+# leaves it to the inner and lets the script go on (it had killed the script: ft.checkpoint.crash_whole).
+script = os.path.join(work, "nested.py")
+with open(script, "w") as f:
+    f.write(f"import subprocess, sys\nsubprocess.run([{frlib.FR_RUN!r}, '--timeout', '30', '--mpirun-grace', '3', '--', "
+            f"{os.path.join(work, 'prterun')!r}])\nprint('the script went on', flush=True)\n")
+outer = subprocess.run([frlib.FR_RUN, "--timeout", "30", "--mpirun-grace", "1", "--", sys.executable, script],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+check("fr-run: an mpirun under a nested fr-run is left to that one; the outer run's script goes on",
+      "the script went on" in outer.stdout and outer.returncode == 0, outer.stdout[-400:])
 shutil.rmtree(work, ignore_errors=True)
 sys.exit(1 if failures else 0)
