@@ -35,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -278,20 +279,34 @@ def relaunch(a, config, ref, stop_hook=None, timeout=150):
     note = None
     if stop_hook:
         exe = os.path.basename(a.trainer)[:15]
+
+        def stopped_ranks():
+            ranks = [pid for pid in frlib.pids_with_env("H29D_TAG", tag) if comm(pid) == exe]
+            return [pid for pid in ranks if frlib.state_of(pid) == "T"]
         deadline = time.monotonic() + timeout
         while True:
-            ranks = [pid for pid in frlib.pids_with_env("H29D_TAG", tag) if comm(pid) == exe]
-            stopped = [pid for pid in ranks if frlib.state_of(pid) == "T"]
-            if len(stopped) == NPROCS - 1:
+            if len(stopped_ranks()) >= NPROCS - 1:  # every role (the hot spare restores nothing)
                 note = stop_hook()
-                for pid in stopped:
-                    os.kill(pid, signal.SIGCONT)
                 break
             if p.poll() is not None or time.monotonic() > deadline:
                 note = "the relaunch never stopped in its restore (ended before it)"
                 break
             time.sleep(0.05)
+        # From here on no rank stays stopped: the ones the hook waited for, and any that stop
+        # later, continue (a rank left stopped would hang the relaunch, not the product).
+        done = threading.Event()
+
+        def continue_stopped():
+            while not done.is_set():
+                for pid in stopped_ranks():
+                    os.kill(pid, signal.SIGCONT)
+                done.wait(0.05)
+        waker = threading.Thread(target=continue_stopped, daemon=True)
+        waker.start()
     out, _ = p.communicate()
+    if stop_hook:
+        done.set()
+        waker.join()
     return {"output": out, "hung": "timed out after" in out, "ref": ref}, note
 
 
