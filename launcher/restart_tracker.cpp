@@ -15,6 +15,25 @@ int RestartTracker::begin(const RestartStart& start, Now now) {
     return current_->number;
 }
 
+double RestartTracker::ranks_restore_ms(const nlohmann::json& rank_record) {
+    // The ranks' own time from their plan to their loop (the slowest rank per phase): what the
+    // launcher's window from "every role registered" to "every role in its loop" measures, when
+    // both fell between two of its looks (the roles' first step arrived before a tick saw them
+    // registered, on a busy machine).
+    const nlohmann::json* phases = rank_record.contains("phases_ms_max") ? &rank_record["phases_ms_max"]
+                                   : rank_record.contains("phases_ms")   ? &rank_record["phases_ms"]
+                                                                         : nullptr;
+    if (phases == nullptr || !phases->is_object()) return -1;
+    double ms = 0;
+    bool any = false;
+    for (const char* phase : {"exchange", "restore", "resumed"})
+        if (phases->contains(phase) && (*phases)[phase].is_number()) {
+            ms += (*phases)[phase].get<double>();
+            any = true;
+        }
+    return any ? ms : -1;
+}
+
 void RestartTracker::registered(double launch_ms, Now now) {
     if (!pending()) return;
     current_->launch_ms = launch_ms;
@@ -62,6 +81,7 @@ std::optional<RestartDone> RestartTracker::finalize(bool failed, int attempt, No
     const double teardown_ms = ms_between(r.start.detect_end, r.start.teardown_end);
     nlohmann::json phases = {{"detect", round3(detect_ms)}, {"teardown", round3(teardown_ms)}};
     if (r.launch_ms >= 0) phases["launch"] = round3(r.launch_ms);
+    if (r.restore_ms < 0 && r.rank_record) r.restore_ms = ranks_restore_ms(*r.rank_record);
     if (r.restore_ms >= 0) phases["restore"] = round3(r.restore_ms);
     if (r.resumed_at && r.first_step_at) phases["resumed"] = round3(ms_between(*r.resumed_at, *r.first_step_at));
     nlohmann::json fields = {{warm ? "relaunch" : "restart", r.number},

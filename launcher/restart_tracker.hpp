@@ -74,6 +74,8 @@ public:
     const std::vector<RestartCost>& costs() const { return costs_; }
 
 private:
+    // A restore phase from the ranks' record of the restart (-1: it has none).
+    static double ranks_restore_ms(const nlohmann::json& rank_record);
     struct Current {
         RestartStart start;
         int number = 0;

@@ -430,6 +430,30 @@ TEST_CASE("policy: a relaunch's first step before any look saw the roles in thei
     CHECK(rel[0].contains("total_ms"));
 }
 
+TEST_CASE("policy: a relaunch whose roles were in their loop before any look saw them registered: "
+          "its restore phase is the ranks' own") {
+    Harness h(plan_of());
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    // Registration, restore and the first steps all between two looks (a busy machine).
+    h.ranks.clear();
+    for (const auto& role : kRoles) h.ranks.push_back(h.rank(role, 4000 + static_cast<int>(h.ranks.size()), 20));
+    records::Recovery ranks_side;
+    ranks_side.replacement = "relaunch";
+    ranks_side.recovery_version = 20;
+    ranks_side.phases_ms_max = {{"exchange", 9.0}, {"restore", 2.5}, {"resumed", 6.5}, {"first_step", 10.0}};
+    h.feed(RecoveryRecord{ranks_side, ranks_side.to_json()});
+    h.advance(milliseconds(5));
+    h.feed(records::Step{20, 1.0});
+    h.steps(21, 23);
+    h.run_for(milliseconds(50));
+    const auto rel = h.logged("warm_relaunch");
+    REQUIRE(rel.size() == 1);
+    for (const char* phase : {"detect", "teardown", "launch", "restore"})
+        CHECK_MESSAGE(rel[0]["phases_ms"].contains(phase), phase);
+    CHECK(rel[0]["phases_ms"]["restore"].get<double>() == doctest::Approx(18.0));
+}
+
 TEST_CASE("policy: warm relaunches spent -> HDF5 restart from the newest checkpoint") {
     Harness h(plan_of(0, "/ckpt"));
     h.checkpoint = 10;
