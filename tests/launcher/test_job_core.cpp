@@ -121,6 +121,15 @@ public:
         }
         tick();
     }
+    // The job ends well with rank 0's `stats`; effects become the launcher's summary.
+    void finish_with(const records::JobStats& stats) {
+        feed(stats);
+        all_finished();
+        ranks_exit();
+        mpirun_exits(exited(0));
+        tick();
+        effects = core->summary(now());
+    }
     void finished(const std::string& role) { feed(records::RoleFinished{role, of(role).pid, plan.cfg.job.steps, "0123456789abcdef"}); }
     void all_finished() {
         for (const auto& role : kRoles) finished(role);
@@ -1084,12 +1093,7 @@ TEST_CASE("summary: protection.every auto's last choice, and the failure cost in
     s.protection_auto = true;
     s.protected_step_ms = 12;
     s.unprotected_step_ms = 10;
-    h.feed(s);
-    h.all_finished();
-    h.ranks_exit();
-    h.mpirun_exits(exited(0));
-    h.tick();
-    h.effects = h.core->summary(h.now());
+    h.finish_with(s);
     CHECK(h.said("protection      every 8 steps (protection.every = auto: 1 change(s), the last at step 32: the "
                  "smallest k within the budget)"));
     // (8 - 1) / 2 = 3.5 steps x 10 ms + the mean in-job repair's 212 ms; worst 7 steps.
@@ -1117,12 +1121,7 @@ TEST_CASE("summary: at k = 1 the step without a snapshot is not measured, and th
     s.median_step_ms = 10;
     s.protection = true;
     s.protection_every = 1;
-    h.feed(s);
-    h.all_finished();
-    h.ranks_exit();
-    h.mpirun_exits(exited(0));
-    h.tick();
-    h.effects = h.core->summary(h.now());
+    h.finish_with(s);
     CHECK(h.said("protection      every step"));
     CHECK(h.said("failure cost    0.0 steps replayed x 10.000 ms + restore (not measured: no in-job repair)"));
     CHECK(h.said("the step without a snapshot was not measured"));
