@@ -41,7 +41,7 @@ hits both alike. Every row prints
 Role 0's figures (job_stats); on this VM every rank runs the same work.
 
   protection_overhead.py --build BUILD --every 1 2 4 8 16 auto [--ranks 2] [--state-mib 64 256]
-                         [--steps 96] [--pairs 2] [--budget 0.03]
+                         [--steps 96] [--pairs 2] [--budget 0.03] [--max-every 64]
 
 With --every, the protection.every table instead (issue 30): per (ranks, state) one run without
 protection and one per k, alternating, `pairs` times. Each row: the mean step after the first
@@ -194,10 +194,12 @@ def kernel_columns(r):
             f"({100 * r['replication_ceiling_share_of_p2p']:.0f} %)")
 
 
-def every_config_text(ranks, state_mib, steps, every, device_ms, budget):
+def every_config_text(ranks, state_mib, steps, every, device_ms, budget, max_every=None):
     if every == "off":
         return config_text(ranks, state_mib, steps, False, device_ms)
-    extra = f", every: {every}" + (f", overhead_budget: {budget}" if every == "auto" else "")
+    extra = f", every: {every}"
+    if every == "auto":
+        extra += f", overhead_budget: {budget}" + (f", max_every: {max_every}" if max_every else "")
     return config_text(ranks, state_mib, steps, True, device_ms, extra).replace(
         "name: bench-prot-", f"name: bench-every{every}-")
 
@@ -212,7 +214,7 @@ def every_table(a, tmp):
             for every in kinds:
                 paths[every] = os.path.join(tmp, f"every-{ranks}-{mib}-{every}.yaml")
                 with open(paths[every], "w") as f:
-                    f.write(every_config_text(ranks, mib, a.steps, every, a.device_ms[0], a.budget))
+                    f.write(every_config_text(ranks, mib, a.steps, every, a.device_ms[0], a.budget, a.max_every))
             runs = {every: [] for every in kinds}
             for _ in range(a.pairs):
                 for every in kinds:
@@ -272,6 +274,7 @@ def main():
     ap.add_argument("--every", nargs="+", help="the protection.every table for these values "
                     "(integers and/or auto) instead of the overhead table")
     ap.add_argument("--budget", type=float, default=0.03, help="protection.overhead_budget of the auto runs")
+    ap.add_argument("--max-every", type=int, help="protection.max_every of the auto runs (default: the config's, 16)")
     ap.add_argument("--json")
     ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json (or of "
                     "a bench/run.py suite's JSON) again, bounds and shares recomputed, and run nothing")

@@ -1,6 +1,7 @@
 // train.yaml: read with yaml-cpp, then checked field by field against docs/config.md.
 // Every error is a ConfigError naming the file, the 1-based line and the dotted field.
 #include "flashrec/runtime/config.hpp"
+#include "flashrec/runtime/interval_choice.hpp"
 
 #include "flashrec/slurm/allocation.hpp"
 
@@ -164,7 +165,7 @@ const std::vector<Field<Protection>>& protection_fields() {
         {.key = "chunk_bytes", .member = &Protection::chunk_bytes, .min = 1, .size = true},
         {.key = "thread_nice", .member = &Protection::thread_nice, .min = 0, .max = 19},
         {.key = "every", .member = &Protection::every, .min = 1, .word = "auto", .word_value = Protection::kAuto},
-        {.key = "max_every", .member = &Protection::max_every, .min = 4, .max = 1024},
+        {.key = "max_every", .member = &Protection::max_every, .min = 4, .max = runtime::kMaxEveryLimit},
         {.key = "overhead_budget", .member = &Protection::overhead_budget},
         {.key = "replay_check", .member = &Protection::replay_check, .choices = kReplayChecks},
     };

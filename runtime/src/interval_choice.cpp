@@ -41,8 +41,15 @@ IntervalChoice choose_every(const IntervalMeasure& m, double budget, std::int64_
     const std::int64_t target = smallest_within(budget);
     if (overhead(target) > budget) {
         c.every = max_every;
+        // The interval that would meet it, so that the user knows what to set.
+        std::int64_t enough = max_every;
+        while (overhead(enough) > budget && enough < kMaxEveryLimit) enough *= 2;
         c.reason = "over the budget even at protection.max_every: " + percent(overhead(max_every)) + " > " +
-                   percent(budget);
+                   percent(budget) +
+                   (overhead(enough) <= budget ? "; protection.max_every: " + std::to_string(enough) + " would meet it (" +
+                                                     percent(overhead(enough)) + ", up to " +
+                                                     std::to_string(enough - 1) + " steps replayed per failure)"
+                                               : "");
     } else if (target < current) {
         // Down only with a margin: the smallest k within kAutoDownMargin of the budget, if below current.
         const std::int64_t down = smallest_within(budget * kAutoDownMargin);

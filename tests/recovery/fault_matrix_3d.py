@@ -7,6 +7,7 @@ against a failure-free run of the same job, as fault_matrix.py does for the MLP.
   fault_matrix_3d.py --trainer EXE --config-dir DIR ci
   fault_matrix_3d.py --trainer EXE --config-dir DIR scenarios
   fault_matrix_3d.py --trainer EXE --config-dir DIR soak --trials N [--seed S]
+  fault_matrix_3d.py --trainer EXE --config-dir DIR every
 
 A victim is named by how it relates to role 0 (dp0.tp0.pp0, which prints the checksum): its DP
 peer (dp1.tp0.pp0), its TP peer (dp0.tp1.pp0), its pipeline peer (dp0.tp0.pp1), or a role that
@@ -22,7 +23,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fault_matrix import Runner  # noqa: E402
+from fault_matrix import Runner, judge_interval  # noqa: E402
 
 PHASES = ["forward", "tp_exchange", "pp_exchange", "allreduce", "sync", "optimizer", "replication"]
 VICTIMS = {"dp": "1,0,0", "tp": "0,1,0", "pp": "0,0,1", "far": "1,1,1"}
@@ -106,6 +107,34 @@ def ci(r):
             1, extra)
 
 
+def every(r):
+    """protection.every = 4 on the 3-D job: kills in the TP exchange at each offset of an interval
+    (steps 8..11: version 8 is snapshotted, 9..11 are replayed from it), hot and spawned, and one
+    in the PP exchange mid-interval. Each run, and the failure-free run at k = 4, must end with
+    the k = 1 job's checksum (the same job but its name and interval); the repair restores the
+    interval's version and replays the steps since (judge_interval). The start-up replay probe
+    runs too (protection.replay_check defaults to start where every > 1)."""
+    ranks, k1_hot, extra = job("3d", "hot")
+    want = r.baseline(ranks, k1_hot, extra)
+    configs = {"hot": ("gpt-3d-hot-every4.yaml", extra), "spawned": ("gpt-3d-every4.yaml", 0)}
+    for kind, (config, more) in configs.items():
+        free = r.baseline(ranks, config, more)
+        if free != want:
+            print(f"FAIL failure-free {config} {free} != {k1_hot} {want}", flush=True)
+            r.results.append((f"failure-free k = 4 = k = 1 ({kind})", False, {}))
+    victim = victim_role("3d", "tp")
+    for kind, (config, more) in configs.items():
+        for step in (range(8, 12) if kind == "hot" else (9, 10)):
+            r.check(f"3d {kind} every 4: TP peer in tp_exchange, step {step} (offset {step % 4})", ranks, config,
+                    [f"role={victim}:step={step}:phase=tp_exchange:action=kill"], 1, more, every=4,
+                    judge=judge_interval(4, step))
+    r.check("3d hot every 4: pipeline peer in pp_exchange, step 14 (offset 2)", ranks, configs["hot"][0],
+            [f"role={victim_role('3d', 'pp')}:step=14:phase=pp_exchange:action=kill"], 1, extra, every=4,
+            judge=judge_interval(4, 14))
+    print(f"failure-free checksum at k = 1: {want}; at k = 4: " +
+          ", ".join(f"{kind} {r.baselines[(ranks, c)]}" for kind, (c, _) in configs.items()))
+
+
 def soak(r, trials, seed):
     rng = random.Random(seed)
     for t in range(trials):
@@ -141,6 +170,7 @@ def main():
     m.add_argument("--victims", nargs="+", default=list(VICTIMS), choices=list(VICTIMS))
     sub.add_parser("ci")
     sub.add_parser("scenarios")
+    sub.add_parser("every")
     so = sub.add_parser("soak")
     so.add_argument("--trials", type=int, default=10)
     so.add_argument("--seed", type=int, default=int(os.environ.get("FLASHREC_SOAK_SEED", "1")))
@@ -153,6 +183,8 @@ def main():
         ci(r)
     elif a.what == "scenarios":
         scenarios(r)
+    elif a.what == "every":
+        every(r)
     else:
         print(f"soak: {a.trials} trials, seed {a.seed}")
         soak(r, a.trials, a.seed)

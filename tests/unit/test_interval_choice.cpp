@@ -23,7 +23,8 @@ TEST_CASE("snapshot_due_auto: the multiples of k, every multiple of the period w
     CHECK(snapshot_due_auto(24, 8, 16));
     CHECK_FALSE(snapshot_due_auto(20, 8, 16));
     CHECK_FALSE(snapshot_due_auto(8, 16, 16));
-    CHECK(auto_start_every(16) == 2);
+    CHECK(auto_start_every(16) == 16);
+    CHECK(auto_start_every(4) == 4);
     CHECK(auto_choices(16) == std::vector<std::int64_t>{1, 2, 4, 8, 16});
     CHECK(auto_choices(4) == std::vector<std::int64_t>{1, 2, 4});
 }
@@ -53,6 +54,11 @@ TEST_CASE("choose_every: max_every when even it is over the budget, and says so"
     CHECK(c.every == 16);
     CHECK(c.overhead == doctest::Approx(157.0 / 16 / 20));
     CHECK(c.reason.find("over the budget even at protection.max_every") != std::string::npos);
+    // 157 / 20 = 7.85 steps of exposure: k = 512 is the first power of two within 3 %.
+    CHECK(c.reason.find("protection.max_every: 512 would meet it") != std::string::npos);
+    CHECK(c.reason.find("up to 511 steps replayed") != std::string::npos);
+    // Beyond what max_every may be set to: no suggestion.
+    CHECK(choose_every(measured(1, 1000), 0.03, 16, 2).reason.find("would meet it") == std::string::npos);
     CHECK(choose_every(measured(20, 177), 0.03, 64, 2).every == 64);
 }
 
