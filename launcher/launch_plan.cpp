@@ -488,8 +488,8 @@ std::string failure_cost_estimate(const config::Protection& p) {
 
 std::string replay_check_text(const config::Protection& p) {
     if (!p.probes_replay()) return {};
-    const std::string steps = p.every_auto() ? std::string("2") : std::to_string(p.every);
-    return "replay check   at start: the first " + steps + " steps run twice, and a trainer whose replay is not "
+    const std::int64_t steps = p.every_auto() ? runtime::auto_start_every(p.max_every) : p.every;
+    return "replay check   at start: the first " + std::to_string(steps) + " steps run twice, and a trainer whose replay is not "
            "bitwise exact is refused (exit 78; protection.replay_check: off skips it)\n";
 }
 

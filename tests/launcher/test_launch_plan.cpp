@@ -126,9 +126,9 @@ TEST_CASE("dry run: protection.every, the failure cost per k in steps, and the s
     CHECK(fl::replay_check_text(p).empty());
     p = {};
     p.every = flashrec::config::Protection::kAuto;
-    CHECK(fl::interval_text(p).find("k = 1, 2, 4 ... 16 chosen while the job runs") != std::string::npos);
+    CHECK(fl::interval_text(p).find("k = 1, 2, 4 ... 64 chosen while the job runs") != std::string::npos);
     const std::string automatic = fl::failure_cost_estimate(p);
     CHECK(automatic.find("from k = 1:") != std::string::npos);
-    CHECK(automatic.find("to k = 16: restore + 7.5 steps replayed (15 at worst)") != std::string::npos);
-    CHECK(fl::replay_check_text(p).find("the first 2 steps run twice") != std::string::npos);
+    CHECK(automatic.find("to k = 64: restore + 31.5 steps replayed (63 at worst)") != std::string::npos);
+    CHECK(fl::replay_check_text(p).find("the first 64 steps run twice") != std::string::npos);
 }

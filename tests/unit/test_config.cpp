@@ -396,13 +396,13 @@ TEST_CASE("protection.replay_check: start (the default) probes replay only where
 TEST_CASE("protection.every: auto, with max_every a power of two >= 4 and a budget between 0 and 1") {
     const auto c = config::parse("protection:\n  every: auto\n", "t");
     CHECK(c.protection.every_auto());
-    CHECK(c.protection.max_every == 16);
+    CHECK(c.protection.max_every == 64);
     CHECK(c.protection.overhead_budget == doctest::Approx(0.03));
-    CHECK(c.protection.period() == 16);
+    CHECK(c.protection.period() == 64);
     CHECK(config::parse("protection:\n  every: 4\n", "t").protection.period() == 4);
     CHECK_FALSE(config::parse("protection:\n  every: 4\n", "t").protection.every_auto());
-    const auto tuned = config::parse("protection:\n  every: auto\n  max_every: 64\n  overhead_budget: 0.05\n", "t");
-    CHECK(tuned.protection.max_every == 64);
+    const auto tuned = config::parse("protection:\n  every: auto\n  max_every: 256\n  overhead_budget: 0.05\n", "t");
+    CHECK(tuned.protection.max_every == 256);
     CHECK(tuned.protection.overhead_budget == doctest::Approx(0.05));
     check_error("protection:\n  every: auto\n  max_every: 12\n", 3, "protection.max_every", "must be a power of two");
     check_error("protection:\n  max_every: 2\n", 2, "protection.max_every", "must be between 4 and 1024, got 2");
@@ -413,12 +413,12 @@ TEST_CASE("protection.every: auto, with max_every a power of two >= 4 and a budg
     // replication faults must be at those.
     const std::string ckpt = "checkpoint:\n  dir: /tmp/ck\n  every_steps: 24\n";
     check_error("protection:\n  every: auto\n" + ckpt, 5, "checkpoint.every_steps",
-                "must be a multiple of protection.max_every = 16 with protection.every = auto");
+                "must be a multiple of protection.max_every = 64 with protection.every = auto");
     CHECK_NOTHROW(config::parse("protection:\n  every: auto\n  max_every: 8\n" + ckpt, "t"));
     check_error("job:\n  dp: 2\n  nodes: 2\nprotection:\n  every: auto\nfaults:\n  - role=1:step=8:phase=replication\n",
-                7, "faults[0]", "only multiples of protection.max_every = 16 are sure to be: got step 8");
+                7, "faults[0]", "only multiples of protection.max_every = 64 are sure to be: got step 8");
     CHECK_NOTHROW(config::parse(
-        "job:\n  dp: 2\n  nodes: 2\nprotection:\n  every: auto\nfaults:\n  - role=1:step=32:phase=replication\n", "t"));
+        "job:\n  dp: 2\n  nodes: 2\nprotection:\n  every: auto\nfaults:\n  - role=1:step=128:phase=replication\n", "t"));
 }
 
 TEST_CASE("bad: detection and checkpoint ranges") {

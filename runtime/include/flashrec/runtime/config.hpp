@@ -45,7 +45,7 @@ struct Protection {
     // 0 (`every: auto`): k is chosen from the measured step and snapshot cost (a power of two up
     // to max_every, the smallest whose exposed cost per step stays within overhead_budget).
     std::int64_t every = 1;
-    std::int64_t max_every = 16;   // auto: the largest k, a power of two >= 4; k changes only at its multiples
+    std::int64_t max_every = 64;   // auto: the largest k, a power of two >= 4; k changes only at its multiples
     double overhead_budget = 0.03; // auto: exposed protection cost per step, as a fraction of the step
     // start: when k can be > 1 (every != 1, or auto), the job replays its first interval once at
     // start (restore the version it started from, run the steps again, compare the hashes of the
