@@ -308,8 +308,8 @@ std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::st
         const topology::Shape shape{cfg.job.dp, cfg.job.tp, cfg.job.pp};
         std::vector<std::string> roles;
         for (int r = 0; r < shape.size(); ++r) roles.push_back(topology::role_key(topology::coord_of(shape, r)));
-        const ft::CheckpointChoice choice = ft::CheckpointReader::newest_for_shape(
-            cfg.checkpoint.dir, shape.dp, shape.tp, shape.pp, roles, ft::Verification::checksums);
+        const ft::CheckpointChoice choice = ft::CheckpointReader::newest_for_job(
+            cfg.checkpoint.dir, cfg.job.name, shape.dp, shape.tp, shape.pp, roles, ft::Verification::checksums);
         if (!choice.refused.empty()) std::fprintf(stderr, "flashrec-launch: checkpoint: %s\n", choice.explanation().c_str());
         if (!choice.chosen) {
             why = choice.refused.empty() ? "no complete checkpoint in " + cfg.checkpoint.dir : choice.explanation();

@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
                     if (rank == 0) std::snprintf(tag, sizeof tag, "%s", ft::CheckpointWriter::new_attempt_tag().c_str());
                     MPI_Bcast(tag, sizeof tag, MPI_CHAR, 0, MPI_COMM_WORLD);
                     const fs::path staging = writer.create_staging_dir(rep, tag);
-                    ft::CheckpointInfo info{rep, 0, {size, 1, 1}, flashrec::version()};
+                    ft::CheckpointInfo info{rep, 0, {size, 1, 1}, flashrec::version(), "ckpt-write-bench"};
                     MPI_Barrier(MPI_COMM_WORLD);
                     const double t0 = MPI_Wtime();
                     writer.write_rank_file(staging, role, info, save);

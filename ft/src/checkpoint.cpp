@@ -297,6 +297,7 @@ Json to_json(const Manifest& manifest) {
             {"format_version", format_version},
             {"checksum", checksum_algorithm},
             {"library_version", info.library_version},
+            {"job", info.job},
             {"step", info.step},
             {"topology_epoch", info.topology_epoch},
             {"topology", {{"dp", info.topology.dp}, {"tp", info.topology.tp}, {"pp", info.topology.pp}}},
@@ -314,6 +315,7 @@ Manifest manifest_from_json(const Json& json) {
     Manifest manifest;
     CheckpointInfo& info = manifest.info;
     info.library_version = json.at("library_version").get<std::string>();
+    info.job = json.value("job", std::string());  // absent before the field existed
     info.step = json.at("step").get<std::int64_t>();
     info.topology_epoch = json.at("topology_epoch").get<std::int64_t>();
     const Json& topology = json.at("topology");
@@ -392,6 +394,7 @@ public:
                          info.topology_epoch);
             expect_equal("library_version", h5::read_attribute<std::string>(file, "library_version"),
                          info.library_version);
+            if (!info.job.empty()) expect_equal("job", h5::read_attribute<std::string>(file, "job"), info.job);
         });
     }
 
@@ -562,6 +565,7 @@ RankFileEntry CheckpointWriter::write_rank_file(const fs::path& staging_dir, std
         h5::write_attribute(file.get(), "role", role);
         h5::write_attribute(file.get(), "topology_epoch", info.topology_epoch);
         h5::write_attribute(file.get(), "library_version", info.library_version);
+        h5::write_attribute(file.get(), "job", info.job);
         for (std::size_t i = 0; i < buffers.size(); ++i) {
             const BufferToSave& buffer = buffers[i];
             const Hdf5Types types = hdf5_types(buffer.dtype);
@@ -677,8 +681,16 @@ CheckpointChoice CheckpointReader::newest_valid(const fs::path& root, const std:
     return choice;
 }
 
-CheckpointChoice CheckpointReader::newest_for_shape(const fs::path& root, int dp, int tp, int pp,
-                                                    const std::vector<std::string>& roles, Verification depth) {
+void CheckpointReader::require_job(std::string_view job) const {
+    const std::string& writer = manifest_.info.job;
+    if (writer.empty() || writer == job) return;
+    throw CheckpointMismatch((step_dir_ / manifest_file_name).string(), std::string(whole_file),
+                             "written by job '" + writer + "', this job is '" + std::string(job) +
+                                 "' (job.name): another job's checkpoint is never restored");
+}
+
+CheckpointChoice CheckpointReader::newest_for_job(const fs::path& root, std::string_view job, int dp, int tp, int pp,
+                                                  const std::vector<std::string>& roles, Verification depth) {
     const auto shape_text = [](int d, int t, int p) {
         return "dp=" + std::to_string(d) + " tp=" + std::to_string(t) + " pp=" + std::to_string(p);
     };
@@ -686,6 +698,7 @@ CheckpointChoice CheckpointReader::newest_for_shape(const fs::path& root, int dp
     for (const StepDir& candidate : list_complete(root)) {
         try {
             const CheckpointReader reader = open(candidate.path);
+            reader.require_job(job);
             const auto& t = reader.manifest().info.topology;
             if (t.dp != dp || t.tp != tp || t.pp != pp)
                 throw Error((candidate.path / "manifest.json").string() + ": written by a job of " +

@@ -419,6 +419,7 @@ void Checkpointer::State::write(Generation& g, std::int64_t version) {
     info.topology_epoch = id.epoch;
     info.topology = {id.shape.dp, id.shape.tp, id.shape.pp};
     info.library_version = flashrec::version();
+    info.job = job;
     std::string report;
     fs::path staging;
     double copy_s = 0, write_s = 0;
@@ -595,8 +596,8 @@ std::optional<std::int64_t> Checkpointer::newest_complete(const config::Config& 
     }
     // Every process decides alone, from the same files, so every process must check the same
     // things: every role's file, checksums included (each process reads the whole checkpoint).
-    const ft::CheckpointChoice choice = ft::CheckpointReader::newest_for_shape(
-        cfg.checkpoint.dir, shape.dp, shape.tp, shape.pp, roles_of(shape), ft::Verification::checksums);
+    const ft::CheckpointChoice choice = ft::CheckpointReader::newest_for_job(
+        cfg.checkpoint.dir, cfg.job.name, shape.dp, shape.tp, shape.pp, roles_of(shape), ft::Verification::checksums);
     if (!choice.refused.empty()) log_line("restart", choice.explanation());
     if (!choice.chosen) {
         why = choice.refused.empty() ? "no complete checkpoint in " + cfg.checkpoint.dir : choice.explanation();
@@ -615,6 +616,7 @@ void Checkpointer::restore(const config::Config& cfg, const std::vector<Protecte
         throw Error("restore: " + cfg.checkpoint.dir + " holds no complete checkpoint of step " +
                     std::to_string(version));
     const ft::CheckpointReader reader = ft::CheckpointReader::open(dir->path);
+    reader.require_job(cfg.job.name);
     std::vector<ft::BufferToRestore> into;
     // A checkpoint from a flashrec that recorded no platform fingerprint: the buffer is zeroed,
     // which says "writer unknown" (platform.hpp), and the rest restores as before.

@@ -6,8 +6,10 @@ leaves in checkpoint.dir.
 
 Scenarios (one ctest each, see CMakeLists.txt):
   layout        every_steps=10, keep=2: step dirs readable by h5ls -r, only the newest 2 remain
-  resume        job killed as a whole after a checkpoint, snapshots removed; --resume ends with
-                the failure-free final_checksum
+  resume        job killed as a whole after a checkpoint, snapshots removed; --resume of another
+                job (other job.name, same shape and checkpoint.dir) refuses its checkpoints by
+                name and does not start; --resume of the job ends with the failure-free
+                final_checksum
   corrupt       a byte flipped inside a dataset of the newest checkpoint: --resume refuses it
                 naming file and buffer, falls back to the previous one, same final_checksum
   tier3         dp0, its ring replica holder dp2 and dp1 (the last process on dp0's node) killed
@@ -189,6 +191,15 @@ def resume(e):
     state = e.inspect()
     newest = max(state["complete"]) if state["complete"] else None
     expect(newest == max(r1["published"]), f"the newest published checkpoint ({newest}) is on disk")
+    # Another job pointed at the same directory (a copied train.yaml): never restored.
+    other = e.job + "-other"
+    r_other = e.run(e.config(every=10, keep=2, steps=40, spawn=False, job=other), 4, resume=True,
+                    label="--resume of another job")
+    e.remove_snapshots(other)
+    expect(re.search(rf"written by job '{e.job}', this job is '{other}'", r_other["out"]) and
+           r_other["checksum"] is None and resumed_step(r_other) is None,
+           "another job's --resume refuses every checkpoint, naming both jobs, and does not start", r_other)
+    expect(e.inspect()["complete"] == state["complete"], "and leaves the checkpoints as they were")
     r2 = e.run(cfg, 4, resume=True, label="--resume")
     expect(resumed_step(r2) == newest, f"--resume restarted from step {newest}", r2)
     expect(r2["checksum"] == want, f"final_checksum {r2['checksum']} == failure-free {want}", r2)

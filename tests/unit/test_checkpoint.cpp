@@ -99,8 +99,10 @@ TrainerState blank_state() {
 
 std::string role_of(int dp) { return "dp" + std::to_string(dp) + ".tp0.pp0"; }
 
-CheckpointInfo info_for(std::int64_t step, int dp_size) {
-    return {step, 3, {dp_size, 1, 1}, flashrec::version()};
+constexpr char kJob[] = "unit-job";
+
+CheckpointInfo info_for(std::int64_t step, int dp_size, std::string job = kJob) {
+    return {step, 3, {dp_size, 1, 1}, flashrec::version(), std::move(job)};
 }
 
 std::vector<TrainerState> states_for(std::int64_t step, int dp_size) {
@@ -111,8 +113,9 @@ std::vector<TrainerState> states_for(std::int64_t step, int dp_size) {
 
 // The whole protocol in one process: what the MPI layer spreads over the ranks. The entries
 // go through their text form, as they would through a gather.
-fs::path write_checkpoint(const CheckpointWriter& writer, std::int64_t step, const std::vector<TrainerState>& ranks) {
-    const CheckpointInfo info = info_for(step, static_cast<int>(ranks.size()));
+fs::path write_checkpoint(const CheckpointWriter& writer, std::int64_t step, const std::vector<TrainerState>& ranks,
+                         const std::string& job = kJob) {
+    const CheckpointInfo info = info_for(step, static_cast<int>(ranks.size()), job);
     const fs::path staging = writer.create_staging_dir(step, CheckpointWriter::new_attempt_tag());
     Manifest manifest{info, {}};
     for (std::size_t dp = 0; dp < ranks.size(); ++dp) {
@@ -123,8 +126,9 @@ fs::path write_checkpoint(const CheckpointWriter& writer, std::int64_t step, con
     return writer.publish(staging);
 }
 
-fs::path write_checkpoint(const CheckpointWriter& writer, std::int64_t step, int dp_size = 2) {
-    return write_checkpoint(writer, step, states_for(step, dp_size));
+fs::path write_checkpoint(const CheckpointWriter& writer, std::int64_t step, int dp_size = 2,
+                         const std::string& job = kJob) {
+    return write_checkpoint(writer, step, states_for(step, dp_size), job);
 }
 
 template <class Exception, class Body>
@@ -225,6 +229,32 @@ TEST_CASE("round trip: every dtype written, published and read back bit for bit"
     CHECK(choice.chosen->step == 40);
     CHECK(choice.refused.empty());
     MESSAGE(choice.explanation());
+}
+
+TEST_CASE("another job's checkpoint is refused by name; one that names no job (older) is taken") {
+    TempDir root;
+    const CheckpointWriter writer(root.path());
+    write_checkpoint(writer, 10, 2, kJob);
+    const fs::path foreign = write_checkpoint(writer, 20, 2, "other-job");
+    // The newest is another job's, of the same shape and buffers: passed over, with the reason.
+    CheckpointChoice choice = CheckpointReader::newest_for_job(root.path(), kJob, 2, 1, 1, {}, Verification::checksums);
+    REQUIRE(choice.chosen);
+    CHECK(choice.chosen->step == 10);
+    REQUIRE(choice.refused.size() == 1);
+    CHECK(choice.refused[0].reason.find("written by job 'other-job', this job is 'unit-job'") != std::string::npos);
+    CHECK(choice.refused[0].reason.find((foreign / "manifest.json").string()) != std::string::npos);
+    const auto mismatch = thrown<CheckpointMismatch>([&] { CheckpointReader::open(foreign).require_job(kJob); });
+    REQUIRE(mismatch);
+    CHECK(mismatch->where() == (foreign / "manifest.json").string());
+    // The rank files carry the job too.
+    CHECK_NOTHROW(CheckpointReader::open(foreign).verify({}, Verification::metadata));
+    // Only another job's: nothing to offer.
+    CHECK_FALSE(CheckpointReader::newest_for_job(root.path(), "third-job", 2, 1, 1, {}, Verification::metadata).chosen);
+    // A checkpoint from before the field existed names no job: any job may take it.
+    write_checkpoint(writer, 30, 2, "");
+    choice = CheckpointReader::newest_for_job(root.path(), kJob, 2, 1, 1, {}, Verification::checksums);
+    REQUIRE(choice.chosen);
+    CHECK(choice.chosen->step == 30);
 }
 
 TEST_CASE("rank files are plain HDF5: h5ls -r lists the datasets, h5dump -A shows the attributes") {

@@ -86,6 +86,9 @@ struct CheckpointInfo {
     CheckpointTopology topology;
     // flashrec::version() of the writer, passed in because ft does not depend on runtime.
     std::string library_version;
+    // job.name of the writer: a restart takes only its own job's checkpoints. Empty in a
+    // checkpoint written before the field existed (then nothing is checked).
+    std::string job;
 };
 
 struct Manifest {
@@ -199,13 +202,17 @@ public:
     // that every rank accepted; a single process choosing for everyone passes no roles.
     static CheckpointChoice newest_valid(const std::filesystem::path& root,
                                          const std::vector<std::string>& roles, Verification depth);
-    // The same for a job of shape dp x tp x pp: a checkpoint another shape wrote is refused too.
-    // The ranks' restart and flashrec-launch's choice of tier 3 both use it, so they agree.
-    static CheckpointChoice newest_for_shape(const std::filesystem::path& root, int dp, int tp, int pp,
-                                             const std::vector<std::string>& roles, Verification depth);
+    // The same for job `job` of shape dp x tp x pp: a checkpoint another shape or another job
+    // wrote is refused too. The ranks' restart and flashrec-launch's choice of tier 3 both use
+    // it, so they agree.
+    static CheckpointChoice newest_for_job(const std::filesystem::path& root, std::string_view job, int dp, int tp,
+                                           int pp, const std::vector<std::string>& roles, Verification depth);
 
     const std::filesystem::path& step_dir() const { return step_dir_; }
     const Manifest& manifest() const { return manifest_; }
+    // Throws CheckpointMismatch if another job wrote this checkpoint (one that names no job,
+    // from before the field existed, passes).
+    void require_job(std::string_view job) const;
     // Throws CheckpointMismatch if the checkpoint has no file for `role`.
     const RankFileEntry& rank_file(std::string_view role) const;
 
