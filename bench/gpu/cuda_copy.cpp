@@ -11,18 +11,27 @@
 //   cuda_d2h_chunked_GBps   BYTES device -> pinned as the snapshot copier does it: one
 //                           cudaMemcpyAsync per CHUNK_BYTES piece (default 256 KiB, the
 //                           protection.chunk_bytes default), an event recorded after each.
+//   cuda_block_hash_GBps    the GPU hash's kernel alone over BYTES of device memory (the block
+//                           digests of protection.device_hash: docs/gpu.md, "The hash on the GPU").
+//   host_xxh3_GBps, host_block_checksum_GBps  the host's XXH3-64 and its block checksum (the
+//                           reference a restore verifies GPU-hashed buffers with) over BYTES of
+//                           pinned memory, one thread, median of 3 (not cached: BYTES >> cache).
 //
 // Each figure is the median of 7 timed copies after one warm-up, timed with CUDA events on a
 // stream of its own. Prints `device=<name> cc=<major.minor> memory_GiB=<total>` and then one
 // line `cuda_d2h_pinned_GBps=X cuda_d2h_pageable_GBps=Y cuda_h2d_pinned_GBps=Z
 // cuda_d2h_chunked_GBps=W bytes=N chunk_bytes=C`. Exits 77 without a CUDA device, 2 on bad
 // arguments.
+#include <flashrec/ft/checksum.hpp>
+#include <flashrec/gpu/block_hash.hpp>
 #include <flashrec/gpu/cuda_check.hpp>
 #include <flashrec/gpu/device.hpp>
 #include <flashrec/gpu/handles.hpp>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +43,7 @@
 #include <vector>
 
 namespace gpu = flashrec::gpu;
+namespace ft = flashrec::ft;
 
 namespace {
 
@@ -115,9 +125,29 @@ int main(int argc, char** argv) {
                 events[i].record(s);
             }
         });
+        gpu::DeviceBuffer digests = gpu::DeviceBuffer::allocate(gpu::block_digest_count(n) * sizeof(std::uint64_t));
+        const double block_hash = median_gbps(n, s, [&] {
+            FLASHREC_CUDA_CHECK(gpu::launch_block_digests(device.data(), n, digests.as<std::uint64_t>(), s));
+        });
         std::printf("cuda_d2h_pinned_GBps=%.2f cuda_d2h_pageable_GBps=%.2f cuda_h2d_pinned_GBps=%.2f "
-                    "cuda_d2h_chunked_GBps=%.2f bytes=%zu chunk_bytes=%zu\n",
-                    d2h_pinned, d2h_pageable, h2d_pinned, d2h_chunked, n, *chunk);
+                    "cuda_d2h_chunked_GBps=%.2f cuda_block_hash_GBps=%.2f bytes=%zu chunk_bytes=%zu\n",
+                    d2h_pinned, d2h_pageable, h2d_pinned, d2h_chunked, block_hash, n, *chunk);
+        std::fflush(stdout);
+        const auto host_gbps = [&](auto&& hash) {
+            std::vector<double> rates;
+            for (int i = 0; i < 3; ++i) {
+                const auto t = std::chrono::steady_clock::now();
+                volatile std::uint64_t sink = hash(pinned.data(), n);
+                (void)sink;
+                rates.push_back(static_cast<double>(n) /
+                                std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count() / 1e9);
+            }
+            std::sort(rates.begin(), rates.end());
+            return rates[1];
+        };
+        std::printf("host_xxh3_GBps=%.2f host_block_checksum_GBps=%.2f\n",
+                    host_gbps([](const void* p, std::size_t b) { return ft::checksum(p, b); }),
+                    host_gbps([](const void* p, std::size_t b) { return ft::block_checksum(p, b); }));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_cuda_copy: %s\n", e.what());
         return 1;

@@ -32,6 +32,7 @@ void accumulate(SnapshotTiming& total, const SnapshotTiming& t) {
     total.sender_touched_bytes += t.sender_touched_bytes;
     total.holder_touched_bytes += t.holder_touched_bytes;
     total.hashed_in_cache_bytes += t.hashed_in_cache_bytes;
+    total.hashed_at_source_bytes += t.hashed_at_source_bytes;
     total.d2h_bytes += t.d2h_bytes;
     total.d2h_seconds += t.d2h_seconds;
 }

@@ -267,6 +267,7 @@ json JobStats::to_json() const {
               {"sender_touched_incl_send_per_byte", sender_touched_incl_send_per_byte},
               {"holder_touched_per_byte", holder_touched_per_byte},
               {"hashed_in_cache_per_byte", hashed_in_cache_per_byte},
+              {"hashed_at_source_per_byte", hashed_at_source_per_byte},
               {"protection_every", protection_every},
               {"protection_auto", protection_auto}});
     if (protected_step_ms) j["protected_step_ms"] = *protected_step_ms;
@@ -300,6 +301,7 @@ JobStats JobStats::from_json(const json& j) {
     s.sender_touched_incl_send_per_byte = r.number("sender_touched_incl_send_per_byte");
     s.holder_touched_per_byte = r.number("holder_touched_per_byte");
     s.hashed_in_cache_per_byte = r.number("hashed_in_cache_per_byte");
+    s.hashed_at_source_per_byte = r.optional_number("hashed_at_source_per_byte").value_or(0.0);  // older records
     s.protection_every = r.integer_or("protection_every", 1);
     s.protection_auto = r.has("protection_auto") && r.boolean("protection_auto");
     s.protected_step_ms = r.optional_number("protected_step_ms");

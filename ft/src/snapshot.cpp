@@ -60,13 +60,15 @@ struct BufferEntry {
     std::uint64_t bytes;
     std::uint64_t offset;    // from the start of the segment, 64-byte aligned
     std::uint64_t checksum;  // of the committed version
-    std::uint64_t reserved;
+    // ChecksumAlgorithm of `checksum`. Zero in every segment made before it was recorded (the
+    // word was reserved and zero-filled): XXH3-64, so those still verify.
+    std::uint64_t checksum_algorithm;
 };
 
 // The format is shared between processes and builds (docs/snapshots.md): pin it.
 static_assert(sizeof(SegmentHeader) == 192 && offsetof(SegmentHeader, step) == 72 &&
               offsetof(SegmentHeader, role_key) == 96);
-static_assert(sizeof(BufferEntry) == 96);
+static_assert(sizeof(BufferEntry) == 96 && offsetof(BufferEntry, checksum_algorithm) == 88);
 constexpr std::size_t kCoveredStart = offsetof(SegmentHeader, format_version);
 static_assert(kCoveredStart == 32);
 
@@ -268,6 +270,7 @@ struct EntryCopy {
     std::uint64_t bytes;
     std::uint64_t offset;
     std::uint64_t checksum;
+    std::uint64_t algorithm;  // as stored: a value this build does not know fails verification
 };
 
 // What the header of one slot says, read from a private copy so that it cannot change
@@ -339,7 +342,7 @@ HeaderRead read_header(const SlotSource& source, int slot) {
             return read;
         }
         read.entries.push_back({std::string(fixed_name(entry.name)), entry.bytes, entry.offset,
-                                entry.checksum});
+                                entry.checksum, entry.checksum_algorithm});
     }
     read.committed = true;
     read.step = header.step;
@@ -353,17 +356,26 @@ HeaderRead read_header(const SlotSource& source, int slot) {
 // Where a read copies the buffers it verifies (empty: nowhere, verification only).
 using CopyOut = std::span<const std::span<std::byte>>;
 
-// The checksum of `bytes`, copying them to `to` in the same pass when `to` is given: piece by
-// piece, each hashed from cache right after it was copied, so the source is read once.
-std::uint64_t checksum_copying(const std::byte* bytes, std::size_t n, std::byte* to) {
-    if (to == nullptr) return checksum(bytes, n);
+// The checksum of `bytes` by `algorithm`, copying them to `to` in the same pass when `to` is
+// given: piece by piece, each hashed from cache right after it was copied, so the source is
+// read once.
+std::uint64_t checksum_copying(ChecksumAlgorithm algorithm, const std::byte* bytes, std::size_t n, std::byte* to) {
+    if (to == nullptr) return checksum_by(algorithm, bytes, n);
     constexpr std::size_t kPiece = 256 << 10;
-    ChecksumStream state;
-    for (std::size_t off = 0; off < n; off += kPiece) {
-        const std::size_t m = std::min(kPiece, n - off);
-        std::memcpy(to + off, bytes + off, m);
-        state.update(to + off, m);
+    const auto copy_and_hash = [&](auto& state) {
+        for (std::size_t off = 0; off < n; off += kPiece) {
+            const std::size_t m = std::min(kPiece, n - off);
+            std::memcpy(to + off, bytes + off, m);
+            state.update(to + off, m);
+        }
+    };
+    if (algorithm == ChecksumAlgorithm::xxh3_64_blocks) {
+        BlockChecksumStream state;
+        copy_and_hash(state);
+        return state.finish();
     }
+    ChecksumStream state;
+    copy_and_hash(state);
     return state.digest();
 }
 
@@ -388,10 +400,17 @@ std::optional<std::string> verify_buffers(const SlotSource& source, int slot,
                        std::to_string(dst.size());
             to = dst.data();
         }
-        const std::uint64_t computed = checksum_copying(base + entry.offset, entry.bytes, to);
+        const std::optional<ChecksumAlgorithm> algorithm = checksum_algorithm_from(entry.algorithm);
+        if (!algorithm)
+            return prefix + ": buffer " + in_quotes(entry.name) + " has checksum algorithm " +
+                   std::to_string(entry.algorithm) + ", which this build does not know (a newer build wrote it?)";
+        const std::uint64_t computed = checksum_copying(*algorithm, base + entry.offset, entry.bytes, to);
         if (computed != entry.checksum)
             return prefix + ": buffer " + in_quotes(entry.name) + " checksum mismatch (stored " +
-                   checksum_hex(entry.checksum) + ", computed " + checksum_hex(computed) + ")";
+                   checksum_hex(entry.checksum) + ", computed " + checksum_hex(computed) +
+                   (*algorithm == ChecksumAlgorithm::xxh3_64 ? std::string()
+                                                             : std::string(", ") + checksum_algorithm_name(*algorithm)) +
+                   ")";
         // Names from the mapping, not from the header copy, so the view outlives this call.
         const BufferEntry& live = entries_of(base)[buffers.size()];
         buffers.push_back({fixed_name(live.name), {base + entry.offset, entry.bytes}});
@@ -667,13 +686,16 @@ struct SnapshotStore::ChunkHashers {
     std::vector<ChecksumStream> states;
     std::vector<std::size_t> hashed;  // bytes hashed in order so far
     std::vector<bool> in_order;       // false once a chunk arrived out of order
+    std::vector<std::optional<BufferChecksum>> given;  // set_checksum: computed at the source
 
-    explicit ChunkHashers(std::size_t count) : states(count), hashed(count, 0), in_order(count, true) {}
+    explicit ChunkHashers(std::size_t count)
+        : states(count), hashed(count, 0), in_order(count, true), given(count) {}
     void reset() {
         for (std::size_t i = 0; i < states.size(); ++i) {
             states[i].reset();
             hashed[i] = 0;
             in_order[i] = true;
+            given[i].reset();
         }
     }
 };
@@ -768,7 +790,7 @@ void SnapshotStore::note_written(std::size_t index, std::size_t offset, std::siz
     if (index >= layout_.size() || offset > layout_[index].bytes || bytes > layout_[index].bytes - offset)
         throw Error("snapshot " + role_key_ + ": note_written(" + std::to_string(index) + ", " +
                     std::to_string(offset) + ", " + std::to_string(bytes) + ") is outside the layout");
-    if (!hashers_->in_order[index]) return;
+    if (!hashers_->in_order[index] || hashers_->given[index]) return;
     if (offset != hashers_->hashed[index]) {
         hashers_->in_order[index] = false;  // commit() hashes this buffer whole
         return;
@@ -779,15 +801,31 @@ void SnapshotStore::note_written(std::size_t index, std::size_t offset, std::siz
     hashers_->hashed[index] += bytes;
 }
 
+void SnapshotStore::set_checksum(std::size_t index, BufferChecksum checksum) {
+    require_write_in_progress("set_checksum()");
+    if (index >= layout_.size())
+        throw Error("snapshot " + role_key_ + ": set_checksum(" + std::to_string(index) + ") of a layout of " +
+                    std::to_string(layout_.size()) + " buffers");
+    if (!checksum_algorithm_from(static_cast<std::uint64_t>(checksum.algorithm)))
+        throw Error("snapshot " + role_key_ + ": set_checksum(" + std::to_string(index) + ") with an unknown algorithm");
+    hashers_->given[index] = checksum;
+}
+
 void SnapshotStore::commit() {
     require_write_in_progress("commit()");
     std::byte* base = slots_[writing_slot_].data();
     SegmentHeader& header = header_of(base);
     BufferEntry* table = entries_of(base);
     for (std::size_t i = 0; i < layout_.size(); ++i) {
+        if (const auto& given = hashers_->given[i]) {
+            table[i].checksum = given->value;
+            table[i].checksum_algorithm = static_cast<std::uint64_t>(given->algorithm);
+            continue;
+        }
         const bool hashed_in_chunks = hashers_->in_order[i] && hashers_->hashed[i] == table[i].bytes;
         table[i].checksum = hashed_in_chunks ? hashers_->states[i].digest()
                                              : checksum(base + table[i].offset, table[i].bytes);
+        table[i].checksum_algorithm = static_cast<std::uint64_t>(ChecksumAlgorithm::xxh3_64);
     }
     const SegmentHeader& other = header_of(slots_[1 - writing_slot_].data());
     header.step = writing_step_;
@@ -877,8 +915,12 @@ std::optional<CommittedHeader> SnapshotReader::committed_header(std::int64_t ste
     for (int slot = 0; slot < 2; ++slot) {
         const HeaderRead header = read_header(sources[slot], slot);
         if (!header.committed || header.step != step) continue;
-        CommittedHeader out{header.step, header.epoch, slot, header.generation, {}};
-        for (const auto& entry : header.entries) out.checksums.emplace_back(entry.name, entry.checksum);
+        CommittedHeader out{header.step, header.epoch, slot, header.generation, {}, {}};
+        for (const auto& entry : header.entries) {
+            out.checksums.emplace_back(entry.name, entry.checksum);
+            // An unknown algorithm cannot match a known one: reported as its own value.
+            out.algorithms.push_back(static_cast<ChecksumAlgorithm>(entry.algorithm));
+        }
         return out;
     }
     return std::nullopt;

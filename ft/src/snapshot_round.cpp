@@ -181,22 +181,35 @@ void SnapshotRound::copy_own_and_send() {
     std::vector<SaveChunk> chunks;
     chunks.reserve(pieces.size());
     for (const Piece& p : pieces) chunks.push_back(p.chunk);
+    // Regions the copier hashes itself (on the GPU, before the bytes land): no note_written.
+    std::vector<bool> hashed_by_copier(destinations.size());
+    for (std::size_t r = 0; r < destinations.size(); ++r) hashed_by_copier[r] = copier.hashes_region(r);
     copier.save(
         chunks,
         [&](std::size_t i) {
             const Piece& p = pieces[i];
             const SaveChunk& c = p.chunk;
-            parts_.own.note_written(c.region, c.offset, c.bytes);
             timing_.copied_bytes += c.bytes;
             timing_.sender_touched_bytes += 2 * c.bytes;  // the copy reads live, writes the slot
-            if (host_copier && c.bytes <= kCacheResidentBytes) timing_.hashed_in_cache_bytes += c.bytes;
-            else timing_.sender_touched_bytes += c.bytes;  // the hash reads it back from memory
+            if (hashed_by_copier[c.region]) {
+                timing_.hashed_at_source_bytes += c.bytes;  // the GPU read it: no host pass
+            } else {
+                parts_.own.note_written(c.region, c.offset, c.bytes);
+                if (host_copier && c.bytes <= kCacheResidentBytes) timing_.hashed_in_cache_bytes += c.bytes;
+                else timing_.sender_touched_bytes += c.bytes;  // the hash reads it back from memory
+            }
             if (payload_tag_[c.region] >= 0 && p.ends_message)
                 send(destinations[c.region].data() + p.message_offset, c.offset + c.bytes - p.message_offset,
                      payload_tag_[c.region]);
             if (!transfers_.done()) progress();
         },
         &parts_.aborted);
+    for (std::size_t r = 0; r < destinations.size(); ++r)
+        if (hashed_by_copier[r]) {
+            const std::optional<BufferChecksum> sum = copier.region_checksum(r);
+            // Without it (a copier that broke its promise) commit() hashes the landed bytes.
+            if (sum) parts_.own.set_checksum(r, *sum);
+        }
     timing_.copy_seconds = seconds_since(copy_start) - progress_seconds_;
     timing_.copy_cpu_seconds = thread_cpu_seconds() - copy_cpu_start - progress_cpu_;
     const TransferTiming d2h = copier.last_transfer();

@@ -5,7 +5,10 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "flashrec/ft/checksum.hpp"
+#include "flashrec/gpu/block_hash.hpp"
 #include "flashrec/gpu/cuda_check.hpp"
 #include "flashrec/gpu/device.hpp"
 
@@ -53,16 +56,132 @@ DeviceSnapshotCopier::DeviceSnapshotCopier(std::vector<ft::LiveRegion> regions, 
     ready_ = Event::create();
     timed_start_ = Event::create(cudaEventDefault);
     timed_end_ = Event::create(cudaEventDefault);
+    region_checksums_.resize(regions_.size());
+    hash_pending_.assign(regions_.size(), false);
+    if (options.hash_on_device) {
+        hash_stream_ = Stream::create(options.stream_priority);
+        set_up_device_hash();
+    }
+}
+
+void DeviceSnapshotCopier::set_up_device_hash() {
+    // A kernel that computes anything else than the host's reference would make every snapshot
+    // fail verification when it is read back (restore, checkpoint): find out now, on a few
+    // blocks, and hash on the host instead.
+    try {
+        device_hash_error_ = check_block_digests();
+    } catch (const CudaError& e) {
+        if (e.sticky()) throw;  // the context is lost: nothing else will work either
+        device_hash_error_ = e.what();
+    }
+    if (!device_hash_error_.empty()) {
+        device_hash_error_ = "the GPU hash is not used: " + device_hash_error_;
+        return;
+    }
+    std::size_t digests = 0;
+    digest_offset_.assign(regions_.size(), 0);
+    for (std::size_t r = 0; r < regions_.size(); ++r) {
+        digest_offset_[r] = digests;
+        if (on_device_[r]) digests += block_digest_count(regions_[r].bytes);
+    }
+    if (digests > 0) {
+        device_digests_ = DeviceBuffer::allocate(digests * sizeof(std::uint64_t));
+        host_digests_ = PinnedHostBuffer::allocate(digests * sizeof(std::uint64_t));
+    }
+    hash_done_ = Event::create();
+    hash_on_device_ = true;
+}
+
+std::string DeviceSnapshotCopier::check_block_digests() {
+    // Long blocks, a long tail, a tail of <= 240 bytes, at an aligned and an unaligned start.
+    constexpr std::size_t kBytes = 3 * 4096 + 300 + 200;
+    std::vector<unsigned char> pattern(kBytes + 16);
+    std::uint64_t x = 0x9E3779B97F4A7C15ULL;
+    for (auto& b : pattern) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        b = static_cast<unsigned char>(x);
+    }
+    DeviceBuffer data = DeviceBuffer::allocate(pattern.size());
+    DeviceBuffer digests = DeviceBuffer::allocate(block_digest_count(kBytes) * sizeof(std::uint64_t));
+    FLASHREC_CUDA_CHECK(cudaMemcpyAsync(data.data(), pattern.data(), pattern.size(), cudaMemcpyHostToDevice,
+                                        hash_stream_.get()));
+    for (const std::size_t start : {std::size_t{0}, std::size_t{3}})
+        for (const std::size_t bytes : {kBytes, std::size_t{4096 + 300}, std::size_t{200}}) {
+            const std::size_t count = block_digest_count(bytes);
+            std::vector<std::uint64_t> got(count);
+            FLASHREC_CUDA_CHECK(launch_block_digests(data.as<unsigned char>() + start, bytes,
+                                                     digests.as<std::uint64_t>(), hash_stream_.get()));
+            FLASHREC_CUDA_CHECK(cudaMemcpyAsync(got.data(), digests.data(), count * sizeof(std::uint64_t),
+                                                cudaMemcpyDeviceToHost, hash_stream_.get()));
+            hash_stream_.synchronize();
+            const unsigned char* in = pattern.data() + start;
+            const std::uint64_t want = ft::block_checksum(in, bytes);
+            const std::uint64_t have = ft::combine_block_digests(got.data(), count);
+            if (have != want)
+                return "the kernel's checksum of " + std::to_string(bytes) + " bytes at offset " + std::to_string(start) +
+                       " is " + ft::checksum_hex(have) + ", the host's " + ft::checksum_hex(want);
+        }
+    return {};
+}
+
+bool DeviceSnapshotCopier::hashes_region(std::size_t region) const {
+    return hash_on_device_ && region < on_device_.size() && on_device_[region];
+}
+
+std::optional<ft::BufferChecksum> DeviceSnapshotCopier::region_checksum(std::size_t region) const {
+    return region < region_checksums_.size() ? region_checksums_[region] : std::nullopt;
+}
+
+// On the hash stream, beside the copies: it waits for the same state, reads the device regions
+// (not the landed bytes) and is done long before the D2H (HBM is ~50x faster than the link).
+void DeviceSnapshotCopier::enqueue_hash(std::span<const ft::SaveChunk> chunks) {
+    std::fill(hash_pending_.begin(), hash_pending_.end(), false);
+    std::fill(region_checksums_.begin(), region_checksums_.end(), std::nullopt);
+    if (!hash_on_device_) return;
+    for (const ft::SaveChunk& c : chunks)
+        if (hashes_region(c.region)) hash_pending_[c.region] = true;
+    if (std::none_of(hash_pending_.begin(), hash_pending_.end(), [](bool b) { return b; })) return;
+    if (ready_marked_) ready_.make_wait(hash_stream_.get());
+    for (std::size_t r = 0; r < regions_.size(); ++r) {
+        if (!hash_pending_[r]) continue;
+        const std::size_t count = block_digest_count(regions_[r].bytes);
+        std::uint64_t* device = device_digests_.as<std::uint64_t>() + digest_offset_[r];
+        FLASHREC_CUDA_CHECK(launch_block_digests(regions_[r].data, regions_[r].bytes, device, hash_stream_.get()));
+        FLASHREC_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<std::uint64_t*>(host_digests_.data()) + digest_offset_[r],
+                                            device, count * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
+                                            hash_stream_.get()));
+    }
+    hash_done_.record(hash_stream_.get());
+}
+
+void DeviceSnapshotCopier::collect_checksums(const std::atomic<bool>* cancelled) {
+    if (std::none_of(hash_pending_.begin(), hash_pending_.end(), [](bool b) { return b; })) return;
+    DeviceGuard guard(device_);
+    if (cancelled == nullptr)
+        hash_done_.synchronize();
+    else
+        poll_event(hash_done_, *cancelled);
+    const auto* digests = reinterpret_cast<const std::uint64_t*>(host_digests_.data());
+    for (std::size_t r = 0; r < regions_.size(); ++r) {
+        if (!hash_pending_[r]) continue;
+        region_checksums_[r] = ft::BufferChecksum{
+            ft::ChecksumAlgorithm::xxh3_64_blocks,
+            ft::combine_block_digests(digests + digest_offset_[r], block_digest_count(regions_[r].bytes))};
+        hash_pending_[r] = false;
+    }
 }
 
 DeviceSnapshotCopier::~DeviceSnapshotCopier() {
     if (!stream_) return;
     const auto give_up = Clock::now() + std::chrono::seconds(10);
-    for (;;) {
-        const cudaError_t rc = cudaStreamQuery(stream_.get());
-        if (rc != cudaErrorNotReady) break;  // done, or failed: nothing more will land
-        if (Clock::now() > give_up) break;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    for (const Stream* stream : {&stream_, &hash_stream_}) {
+        if (!*stream) continue;
+        for (;;) {
+            const cudaError_t rc = cudaStreamQuery(stream->get());
+            if (rc != cudaErrorNotReady) break;  // done, or failed: nothing more will land
+            if (Clock::now() > give_up) break;
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
     }
     (void)cudaGetLastError();
 }
@@ -88,6 +207,7 @@ void DeviceSnapshotCopier::start(std::span<const ft::SaveChunk> chunks) {
     // Pin the pageable destinations (in practice: each staging slot, on its first snapshot).
     std::vector<bool> pageable(chunks.size(), false);
     std::vector<HostRange> to_pin;
+    enqueue_hash(chunks);
     for (std::size_t i = 0; i < chunks.size(); ++i) {
         const ft::SaveChunk& c = chunks[i];
         if (!on_device_[c.region] || c.bytes == 0) continue;
@@ -202,6 +322,9 @@ void DeviceSnapshotCopier::save(std::span<const ft::SaveChunk> chunks,
         wait_chunk(i, cancelled);
         if (landed) landed(i);
     }
+    // The digests were done long before the last chunk; the optimizer may overwrite the state
+    // only after this returns, so the kernel never reads a half-updated region either.
+    collect_checksums(cancelled);
 }
 
 ft::TransferTiming DeviceSnapshotCopier::last_transfer() const {

@@ -164,6 +164,7 @@ const std::vector<Field<Protection>>& protection_fields() {
         {.key = "placement", .member = &Protection::placement, .choices = kProtectionPlacements},
         {.key = "chunk_bytes", .member = &Protection::chunk_bytes, .min = 1, .size = true},
         {.key = "thread_nice", .member = &Protection::thread_nice, .min = 0, .max = 19},
+        {.key = "device_hash", .member = &Protection::device_hash},
         {.key = "every", .member = &Protection::every, .min = 1, .word = "auto", .word_value = Protection::kAuto},
         {.key = "max_every", .member = &Protection::max_every, .min = 4, .max = runtime::kMaxEveryLimit},
         {.key = "overhead_budget", .member = &Protection::overhead_budget},

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include "flashrec/errors.hpp"
 
@@ -190,7 +191,8 @@ std::vector<std::byte> DevicePath::read(const std::vector<ProtectedBuffer>& buff
     return host;
 }
 
-std::shared_ptr<ft::RegionCopier> DevicePath::snapshot_copier(const std::vector<ProtectedBuffer>& buffers) {
+std::shared_ptr<ft::RegionCopier> DevicePath::snapshot_copier(const std::vector<ProtectedBuffer>& buffers,
+                                                              bool hash_on_device) {
 #if FLASHREC_WITH_CUDA
     const bool any = std::any_of(buffers.begin(), buffers.end(), [](const ProtectedBuffer& b) { return b.device >= 0; });
     if (any && !copier_) {
@@ -201,13 +203,19 @@ std::shared_ptr<ft::RegionCopier> DevicePath::snapshot_copier(const std::vector<
         for (const auto& b : buffers) live.push_back({b.data, b.bytes});
         gpu::DeviceSnapshotCopier::Options options;
         options.device = state_device(buffers);
-        copier_ = std::make_shared<gpu::DeviceSnapshotCopier>(std::move(live), options);
+        options.hash_on_device = hash_on_device;
+        auto copier = std::make_shared<gpu::DeviceSnapshotCopier>(std::move(live), options);
+        hash_problem_ = copier->device_hash_error();
+        copier_ = std::move(copier);
     }
 #else
     (void)buffers;
+    (void)hash_on_device;
 #endif
     return copier_;
 }
+
+std::string DevicePath::take_snapshot_hash_problem() { return std::exchange(hash_problem_, {}); }
 
 void DevicePath::abort() noexcept {
 #if FLASHREC_WITH_CUDA

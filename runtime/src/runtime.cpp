@@ -463,7 +463,8 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     setup.regions = std::move(regions);
     setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
     // null: Protection copies host buffers with memcpy
-    setup.copier = device.snapshot_copier(state.buffers());
+    setup.copier = device.snapshot_copier(state.buffers(), cfg.protection.device_hash);
+    if (const std::string problem = device.take_snapshot_hash_problem(); !problem.empty()) log("protection: " + problem);
     setup.after_abort = quarantine.after_abort();  // its matched receives may still write
     // A nice thread runs on cores the step leaves idle. A host with more processes than cores
     // has none: there it only waits, and any other load on the host starves it while every step
@@ -560,6 +561,7 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
         ratio(totals.sender_touched_bytes + totals.sent_bytes, totals.copied_bytes);
     r.holder_touched_per_byte = ratio(totals.holder_touched_bytes, totals.received_bytes);
     r.hashed_in_cache_per_byte = ratio(totals.hashed_in_cache_bytes, totals.copied_bytes);
+    r.hashed_at_source_per_byte = ratio(totals.hashed_at_source_bytes, totals.copied_bytes);
     r.protection_every = every_now();
     r.protection_auto = cfg.protection.every_auto();
     if (!stats.protected_ms.empty()) r.protected_step_ms = median(stats.protected_ms);
@@ -786,11 +788,20 @@ bool Runtime::Impl::check_replayed(std::int64_t version) {
         if (!now || (now->slot == check.before.slot && now->generation == check.before.generation)) continue;
         // The platform buffer records who wrote the version: a replacement on another platform
         // rewrites it, which is no divergence of the trainer's steps.
-        auto trainer_only = [](runtime::BufferChecksums sums) {
-            std::erase_if(sums, [](const auto& s) { return s.first == runtime::platform::kBufferName; });
+        // A buffer hashed by another algorithm than before (the GPU hash turned on or off by the
+        // process that rewrote it) cannot be compared by checksum either.
+        auto comparable = [&](const ft::CommittedHeader& header) {
+            runtime::BufferChecksums sums;
+            for (std::size_t i = 0; i < header.checksums.size(); ++i) {
+                const bool same_algorithm = i >= header.algorithms.size() || i >= check.before.algorithms.size() ||
+                                            i >= now->algorithms.size() ||
+                                            check.before.algorithms[i] == now->algorithms[i];
+                if (header.checksums[i].first != runtime::platform::kBufferName && same_algorithm)
+                    sums.push_back(header.checksums[i]);
+            }
             return sums;
         };
-        const auto diverged = runtime::first_divergence(trainer_only(check.before.checksums), trainer_only(now->checksums));
+        const auto diverged = runtime::first_divergence(comparable(check.before), comparable(*now));
         if (!diverged) {
             if (timeline.debug)
                 log("replay check: version " + std::to_string(version) + " of " + check.store +

@@ -87,9 +87,17 @@ def main():
             json.dump({"meta": {"device": ["device=stand-in"], "pairs": 2, "steps": 30, "chunk_bytes": 262144},
                        "rows": [row]}, f)
         rc, out = run("--from-json", stored)
-        want = ("| 2 | 64 | 20 | 10.00 | 12.50 | 1.250 | 3.000 | 1.50 | 30.0 | 40.00 (80 %) | 25.00 (50 %) "
-                "| 3.00 | 50.00 / 10.00 / 30.00 | yes |")
+        # A row from before protection.device_hash: the host hash, no kernel figure.
+        want = ("| 2 | 64 | 20 | host | 10.00 | 12.50 | 1.250 | 3.000 | 1.50 | 30.0 | 40.00 (80 %) | 25.00 (50 %) "
+                "| 3.00 | 50.00 / 10.00 / 30.00 | - | yes |")
         check("--from-json table", rc == 0 and want in out, out[-600:])
+        # A GPU-hash row: its kernel figure and the issue-32 target (>= 80 % of cudaMemcpy pinned).
+        with open(stored, "w") as f:
+            json.dump({"meta": {"device": ["device=stand-in"], "pairs": 2, "steps": 30, "chunk_bytes": 262144},
+                       "rows": [dict(row, hash="gpu", snapshot_GBps=45.0, cuda_block_hash_GBps=900.0)]}, f)
+        rc, out = run("--from-json", stored)
+        check("--from-json: a gpu row and its target", rc == 0 and "| 20 | gpu | 10.00 |" in out and "| 900.0 | yes |" in out
+              and "snapshot copy+hash at 90 % of cudaMemcpy D2H pinned (meets >= 80 %)" in out, out[-600:])
 
         # 3. Without a device: exit 77 before any job.
         nodev = fake_build(os.path.join(tmp, "nodev"), NO_DEVICE, "/bin/false")
@@ -102,11 +110,14 @@ def main():
         build = fake_build(os.path.join(tmp, "cpu"), COPY_FIGURES, trainer)
         out_json = os.path.join(tmp, "sweep.json")
         rc, out = run("--build", build, "--ranks", "1", "2", "--state-mib", "1", "--device-ms", "0",
-                      "--pairs", "1", "--steps", "4", "--json", out_json)
+                      "--hash", "gpu", "--pairs", "1", "--steps", "4", "--json", out_json)
         ok = rc == 0 and os.path.exists(out_json)
         rows = json.load(open(out_json))["rows"] if ok else []
         check("sweep: one row per rank count", ok and [r["ranks"] for r in rows] == [1, 2], f"rc {rc}: {out[-1500:]}")
         check("sweep: protection changes no result", rows and all(r["same_checksum"] for r in rows))
+        # protection.device_hash on host state: nothing is hashed on a GPU, the config is accepted.
+        check("sweep: the gpu hash asked for, host state hashed on the host",
+              rows and all(r["hash"] == "gpu" and r["hashed_at_source_per_byte"] == 0 for r in rows))
         check("sweep: job_stats read", rows and all(r["step_ms_off"] > 0 and r["step_ms_on"] > 0
                                                      and r["snapshot_ms"] > 0 for r in rows))
         check("sweep: replication only with 2 ranks", rows and rows[0]["replication_GBps"] == 0

@@ -208,6 +208,7 @@ TEST_CASE("omitted sections and keys keep their defaults") {
         CHECK(c.protection.placement == "node-aware");
         CHECK(c.protection.chunk_bytes == 256 << 10);
         CHECK(c.protection.thread_nice == 19);
+        CHECK(c.protection.device_hash);  // device state hashed on the GPU (docs/gpu.md)
         CHECK(c.protection.every == 1);  // a snapshot every step: the behaviour before protection.every
         CHECK((c.checkpoint.dir.empty() && c.checkpoint.every_steps == 0 && c.checkpoint.keep == 2));
         CHECK((c.detection.heartbeat_ms == 100 && c.detection.hang_timeout_ms == 10000));
@@ -219,6 +220,12 @@ TEST_CASE("omitted sections and keys keep their defaults") {
         CHECK((c.logging.level == "info" && c.logging.events.empty() && c.logging.progress));
         CHECK(c.faults.empty());
     }
+}
+
+TEST_CASE("protection.device_hash is a bool") {
+    CHECK_FALSE(config::parse("protection:\n  device_hash: false\n", "train.yaml").protection.device_hash);
+    CHECK(config::parse("protection:\n  device_hash: true\n", "train.yaml").protection.device_hash);
+    CHECK_THROWS_AS(config::parse("protection:\n  device_hash: gpu\n", "train.yaml"), flashrec::Error);
 }
 
 TEST_CASE("sizes take bytes or a KiB/MiB/GiB suffix") {

@@ -79,6 +79,9 @@ struct SnapshotTiming {
     std::size_t sender_touched_bytes = 0;  // memory passes over the own state (copy, hash)
     std::size_t holder_touched_bytes = 0;  // memory passes over held payloads
     std::size_t hashed_in_cache_bytes = 0;
+    // Own-state bytes whose checksum the copier computed at the source (the GPU hash): the
+    // host read none of them to hash them (docs/gpu.md, "The hash on the GPU").
+    std::size_t hashed_at_source_bytes = 0;
     // A device copier's D2H of the own state on the GPU's clock (RegionCopier::last_transfer);
     // 0 on the host path.
     std::size_t d2h_bytes = 0;

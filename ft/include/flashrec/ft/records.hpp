@@ -191,6 +191,9 @@ struct JobStats {
     double sender_touched_incl_send_per_byte = 0;  // and the transport's read of what is sent
     double holder_touched_per_byte = 0;
     double hashed_in_cache_per_byte = 0;
+    // Own-state bytes hashed on the GPU before they were copied, per byte copied (1 when every
+    // protected buffer is on the device and protection.device_hash is on; 0 on the host path).
+    double hashed_at_source_per_byte = 0;
     std::int64_t protection_every = 1;  // snapshots are of every this many versions (under auto: the last k)
     bool protection_auto = false;       // protection.every = auto chose it
     // Median steps that snapshotted their starting version and that did not (absent: none ran).

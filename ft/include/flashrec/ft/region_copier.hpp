@@ -20,12 +20,14 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "flashrec/errors.hpp"
+#include "flashrec/ft/checksum.hpp"
 
 namespace flashrec::ft {
 
@@ -97,6 +99,20 @@ public:
 
     // After save() returned: its device-to-host transfer (TransferTiming).
     virtual TransferTiming last_transfer() const { return {}; }
+
+    // Whether save() computes region `region`'s checksum itself, from the live bytes rather
+    // than the landed ones (the device copier's GPU hash): the pipeline then reads none of
+    // that region's landed bytes to hash them. Known before save(), fixed for the copier's life.
+    virtual bool hashes_region(std::size_t region) const {
+        (void)region;
+        return false;
+    }
+    // After save() returned: the checksum of the whole live region as that save read it, for a
+    // region hashes_region() names and the save had chunks of (nullopt otherwise).
+    virtual std::optional<BufferChecksum> region_checksum(std::size_t region) const {
+        (void)region;
+        return std::nullopt;
+    }
 
 protected:
     explicit RegionCopier(std::vector<LiveRegion> regions) : regions_(std::move(regions)) {}

@@ -4,6 +4,7 @@
 // Layout, naming, lifetime and crash semantics: docs/snapshots.md.
 #pragma once
 #include "flashrec/errors.hpp"
+#include "flashrec/ft/checksum.hpp"
 
 #include <array>
 #include <cstddef>
@@ -148,6 +149,9 @@ struct CommittedHeader {
     int slot = -1;
     std::uint64_t generation = 0;
     std::vector<std::pair<std::string, std::uint64_t>> checksums;  // per buffer, layout order
+    // The algorithm of each of those checksums (the same order): two versions of a buffer
+    // compare by checksum only when both were hashed alike.
+    std::vector<ChecksumAlgorithm> algorithms;
 };
 
 struct BufferView {
@@ -212,6 +216,12 @@ public:
     // covered in order is hashed whole at commit(). Bytes changed after being noted make the
     // commit fail verification, never pass it.
     void note_written(std::size_t index, std::size_t offset, std::size_t bytes);
+    // Optional: the checksum of buffer `index` of this version was computed before its bytes
+    // were copied here, from the source (a GPU kernel over the device state: docs/gpu.md,
+    // "The hash on the GPU"). commit() records it with its algorithm and never reads the
+    // buffer; reads verify the bytes that landed against it, so a copy that went wrong fails
+    // verification. Given for a buffer, note_written() of that buffer is not needed.
+    void set_checksum(std::size_t index, BufferChecksum checksum);
     // Computes the checksums and publishes the version (header checksum last, release order).
     void commit();
 
@@ -233,7 +243,7 @@ public:
     std::array<std::string, 2> segment_names() const;
 
 private:
-    struct ChunkHashers;  // per-buffer incremental XXH3 state
+    struct ChunkHashers;  // per-buffer incremental XXH3 state, checksums given by set_checksum
     void require_write_in_progress(const char* call) const;
 
     std::string job_;

@@ -10,12 +10,20 @@
 //   copy stream:                         └ wait ─ D2H chunk 0 ─ ev0 ─ D2H chunk 1 ─ ev1 ...
 // and the step loop's sync point (Protection::wait) returns only after the last chunk landed,
 // so optimizer(s+1) cannot overwrite state that is still being copied.
+//
+// With Options::hash_on_device, the checksums come from the GPU too (docs/gpu.md, "The hash on
+// the GPU"): a kernel on a hash stream of its own digests every 4 KiB block of each device
+// region while the D2H copies run, the digests (1/512 of the bytes) come back to pinned host
+// memory, and save() combines them into each region's checksum (region_checksum): the host
+// never reads the landed bytes to hash them.
+//   hash stream:                         └ wait ─ block digests ─ D2H digests ─ hashed
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,6 +45,12 @@ public:
         // the copier is destroyed, so destroy it before the memory is unmapped. If pinning
         // fails, copies go on unpinned (slower) and pin_error() says why.
         bool pin_destinations = true;
+        // Compute each device region's checksum on the GPU (ChecksumAlgorithm::xxh3_64_blocks)
+        // while it is copied. The kernel is checked against the host's reference at
+        // construction (a few blocks); if it disagrees, or cannot run, the copier does not
+        // hash (hashes_region is false: the pipeline hashes the landed bytes) and
+        // device_hash_error() says why.
+        bool hash_on_device = false;
     };
 
     // `regions` are the trainer's live buffers: device or managed memory on `device` (copied
@@ -98,6 +112,19 @@ public:
     // copies those synchronously through a bounce buffer. Non-zero means the staging memory
     // is not pinned (pin_destinations off, or pinning failed).
     std::size_t pageable_chunks() const { return pageable_chunks_; }
+    // RegionCopier: with Options::hash_on_device (and a kernel that passed its check), every
+    // region in device or managed memory.
+    bool hashes_region(std::size_t region) const override;
+    // After save() (or start() and collect_checksums()): the region's checksum from the GPU.
+    std::optional<ft::BufferChecksum> region_checksum(std::size_t region) const override;
+    // After start(): waits for the digests of the last start() (polling `cancelled` like
+    // wait()) and combines them into each hashed region's checksum. save() calls it.
+    void collect_checksums(const std::atomic<bool>* cancelled = nullptr);
+    // Why Options::hash_on_device was asked for but is not in use (empty: in use, or not asked).
+    const std::string& device_hash_error() const { return device_hash_error_; }
+    // Whether the GPU hashes this copier's device regions.
+    bool hash_on_device() const { return hash_on_device_; }
+
     // What this copier has pinned (Options::pin_destinations), and why pinning stopped, if it did.
     const PinnedSet& pinned() const { return pinned_; }
     const std::string& pin_error() const { return pin_error_; }
@@ -108,6 +135,10 @@ private:
     // cudaMemcpyAsync on the copy stream, one call per piece of the host side that lies in one
     // registration (PinnedSet::pieces): a copy across two registrations is an invalid argument.
     void copy_host_side(void* dst, const void* src, std::size_t bytes, HostSide host);
+    // Hashing on the GPU: buffers, stream, and the known-answer check behind hash_on_device_.
+    void set_up_device_hash();
+    std::string check_block_digests();  // empty when the kernel agrees with the host reference
+    void enqueue_hash(std::span<const ft::SaveChunk> chunks);
 
     std::vector<bool> on_device_;
     int device_ = -1;
@@ -122,6 +153,15 @@ private:
     std::size_t pageable_chunks_ = 0;
     bool pin_destinations_ = true;
     std::string pin_error_;
+    bool hash_on_device_ = false;
+    std::string device_hash_error_;
+    Stream hash_stream_;
+    Event hash_done_;
+    DeviceBuffer device_digests_;       // every hashed region's block digests, region after region
+    PinnedHostBuffer host_digests_;     // their copy on the host
+    std::vector<std::size_t> digest_offset_;  // per region: its first digest's index
+    std::vector<bool> hash_pending_;    // per region: hashed by the last start(), not yet collected
+    std::vector<std::optional<ft::BufferChecksum>> region_checksums_;
     CudaPinBackend pin_backend_;
     PinnedSet pinned_{pin_backend_};  // after its backend: released before it
 };

@@ -39,6 +39,11 @@ struct Protection {
     // Nice value of the protection thread (0-19): above the step's threads, so that a snapshot
     // takes the cores the step leaves idle, not the step's own (docs/snapshots.md).
     int thread_nice = 19;
+    // State on a GPU: each snapshot's checksums are computed by a kernel from the device bytes
+    // while they are copied, so the host reads none of the landed bytes (docs/gpu.md, "The hash
+    // on the GPU"). false: the host hashes the landed bytes (XXH3-64), as before. No effect on
+    // host state. A kernel that fails its known-answer test at start is not used either way.
+    bool device_hash = true;
     // Snapshot (and replicate) only the versions that are multiples of this (the state before
     // step s is version s; 0 is always protected); a repair replays the steps since the version
     // restored. 1: every step (docs/snapshots.md, "A snapshot interval").

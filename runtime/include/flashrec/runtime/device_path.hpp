@@ -75,8 +75,13 @@ public:
     // Buffer b's live bytes, copied to the host (after the compute stream's work).
     std::vector<std::byte> read(const std::vector<ProtectedBuffer>& buffers, std::size_t b);
     // The copier a Protection uses for `buffers` when some are device memory (null when none
-    // are): made once, then kept across repairs like the own store it pins.
-    std::shared_ptr<ft::RegionCopier> snapshot_copier(const std::vector<ProtectedBuffer>& buffers);
+    // are): made once, then kept across repairs like the own store it pins. `hash_on_device`
+    // (protection.device_hash): the device buffers' checksums are computed on the GPU.
+    std::shared_ptr<ft::RegionCopier> snapshot_copier(const std::vector<ProtectedBuffer>& buffers,
+                                                      bool hash_on_device);
+    // Once, after the copier was made: why the GPU hash asked for is not used (empty: it is,
+    // or it was not asked for).
+    std::string take_snapshot_hash_problem();
 
     // The job is failing: abort NCCL and tell the DP peers' NCCL waits. Never throws.
     void abort() noexcept;
@@ -96,6 +101,7 @@ private:
     std::unique_ptr<Side> side_;
     void* stream_ = nullptr;
     std::shared_ptr<ft::RegionCopier> copier_;
+    std::string hash_problem_;
 };
 
 }  // namespace flashrec::runtime
