@@ -208,7 +208,7 @@ TEST_CASE("omitted sections and keys keep their defaults") {
         CHECK(c.protection.placement == "node-aware");
         CHECK(c.protection.chunk_bytes == 256 << 10);
         CHECK(c.protection.thread_nice == 19);
-        CHECK(c.protection.device_hash);  // device state hashed on the GPU (docs/gpu.md)
+        CHECK_FALSE(c.protection.device_hash);  // on only once measured on a GPU (docs/gpu.md)
         CHECK(c.protection.every == 1);  // a snapshot every step: the behaviour before protection.every
         CHECK((c.checkpoint.dir.empty() && c.checkpoint.every_steps == 0 && c.checkpoint.keep == 2));
         CHECK((c.detection.heartbeat_ms == 100 && c.detection.hang_timeout_ms == 10000));

@@ -43,7 +43,7 @@ struct Protection {
     // while they are copied, so the host reads none of the landed bytes (docs/gpu.md, "The hash
     // on the GPU"). false: the host hashes the landed bytes (XXH3-64), as before. No effect on
     // host state. A kernel that fails its known-answer test at start is not used either way.
-    bool device_hash = true;
+    bool device_hash = false;
     // Snapshot (and replicate) only the versions that are multiples of this (the state before
     // step s is version s; 0 is always protected); a repair replays the steps since the version
     // restored. 1: every step (docs/snapshots.md, "A snapshot interval").
