@@ -24,8 +24,12 @@
 #include "flashrec/gpu/handles.hpp"
 #include "flashrec/gpu/snapshot_copier.hpp"
 
+#include "../unit/scratch_job.hpp"
+
 using namespace flashrec::gpu;
 namespace ft = flashrec::ft;
+
+using flashrec::test::ScratchJob;
 
 namespace {
 
@@ -54,24 +58,6 @@ std::vector<std::uint64_t> kernel_digests(const void* device_data, std::size_t b
     stream.synchronize();
     return out;
 }
-
-class ScratchJob {
-public:
-    ScratchJob() : name_("tgpuhash" + std::to_string(::getpid()) + "-" + std::to_string(++counter_)) {}
-    ScratchJob(const ScratchJob&) = delete;
-    ScratchJob& operator=(const ScratchJob&) = delete;
-    ~ScratchJob() {
-        try {
-            ft::remove_all(name_);
-        } catch (...) {
-        }
-    }
-    const std::string& name() const { return name_; }
-
-private:
-    static inline int counter_ = 0;
-    std::string name_;
-};
 
 }  // namespace
 

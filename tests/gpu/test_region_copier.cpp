@@ -18,7 +18,11 @@
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/region_copier.hpp"
 
+#include "../unit/scratch_job.hpp"
+
 using namespace flashrec::ft;
+
+using flashrec::test::ScratchJob;
 
 namespace {
 
@@ -27,24 +31,6 @@ std::vector<std::byte> bytes_of(std::size_t n, int seed) {
     for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + static_cast<std::size_t>(seed) * 13) & 0xff);
     return v;
 }
-
-class ScratchJob {
-public:
-    ScratchJob() : name_("tgpu" + std::to_string(::getpid()) + "-" + std::to_string(++counter_)) {}
-    ScratchJob(const ScratchJob&) = delete;
-    ScratchJob& operator=(const ScratchJob&) = delete;
-    ~ScratchJob() {
-        try {
-            remove_all(name_);
-        } catch (...) {
-        }
-    }
-    const std::string& name() const { return name_; }
-
-private:
-    static inline int counter_ = 0;
-    std::string name_;
-};
 
 }  // namespace
 

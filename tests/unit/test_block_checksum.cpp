@@ -17,7 +17,11 @@
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/xxh3_blocks.hpp"
 
+#include "scratch_job.hpp"
+
 using namespace flashrec::ft;
+
+using flashrec::test::ScratchJob;
 
 namespace {
 
@@ -47,24 +51,6 @@ std::uint64_t definition(const unsigned char* data, std::size_t bytes) {
     for (std::size_t off = 0; off < bytes; off += 4096) digests.push_back(XXH3_64bits(data + off, std::min<std::size_t>(4096, bytes - off)));
     return XXH3_64bits(digests.data(), digests.size() * 8);
 }
-
-class ScratchJob {
-public:
-    ScratchJob() : name_("tb" + std::to_string(::getpid()) + "-" + std::to_string(++counter_)) {}
-    ScratchJob(const ScratchJob&) = delete;
-    ScratchJob& operator=(const ScratchJob&) = delete;
-    ~ScratchJob() {
-        try {
-            remove_all(name_);
-        } catch (...) {
-        }
-    }
-    const std::string& name() const { return name_; }
-
-private:
-    static inline int counter_ = 0;
-    std::string name_;
-};
 
 }  // namespace
 

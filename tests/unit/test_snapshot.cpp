@@ -5,6 +5,8 @@
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/snapshot.hpp"
 
+#include "scratch_job.hpp"
+
 #include <signal.h>
 #include <time.h>
 #include <sys/statvfs.h>
@@ -19,26 +21,9 @@
 
 using namespace flashrec::ft;
 
+using flashrec::test::ScratchJob;
+
 namespace {
-
-// A job name no other test or process uses; its segments are removed however the test ends.
-class ScratchJob {
-public:
-    ScratchJob() : name_("t" + std::to_string(::getpid()) + "-" + std::to_string(++counter_)) {}
-    ScratchJob(const ScratchJob&) = delete;
-    ScratchJob& operator=(const ScratchJob&) = delete;
-    ~ScratchJob() {
-        try {
-            remove_all(name_);
-        } catch (...) {  // never throw from a destructor; a leftover shows in the next test
-        }
-    }
-    const std::string& name() const { return name_; }
-
-private:
-    static inline int counter_ = 0;
-    std::string name_;
-};
 
 const std::string kRole = "dp3.tp0.pp0";
 
