@@ -69,6 +69,16 @@ void Runtime::Impl::end_job(const std::string& why, int exit_code) {
     // The launcher acts on the exit code this process asks for (mpirun's own status says little
     // under ULFM): a typed record, written out before the process goes.
     (void)emit_last(ft::records::EndingJob{exit_code, static_cast<std::int32_t>(getpid()), why}.to_json());
+    // Parked hot spares leave too, released by every role that ends (the first release wins;
+    // each goes out before its sender's connection closes). Without it a spare could take the
+    // roles' exits for failures and start a repair of a job that ended on purpose: under plain
+    // mpirun it spawned replacements that never finished (disruption matrix, loaded machine).
+    if (membership.role_index >= 0) {
+        try {
+            spare_pool.release_all(membership.universe);
+        } catch (const Error&) {  // a spare already gone, or a revoked communicator: nothing to tell
+        }
+    }
     // Not MPI_Abort: under ULFM it can take survivors down in odd ways; the launcher sees the
     // exit code and decides (75: relaunch from node-local snapshots; other: HDF5 restart).
     _exit(exit_code);

@@ -334,6 +334,9 @@ def run_cell(a, config, job, ckpt, ref, tier, how, moment):
     if problem:
         return f"SETUP ({problem})", what
     outcome = summary_of(result)
+    if any(w in outcome for w in ("HUNG", "CRASH")):  # what the processes said, and fr-run's listing of them
+        print(f"---- output of the relaunch ({tier} {how} {moment}), last 8000 characters ----\n"
+              f"{result['output'][-8000:]}\n---- end of output ----", flush=True)
     if note:
         outcome += f" [{note}]"
     if outcome.startswith("refused (exit 75"):  # what the launcher does: relaunch (once more here)
