@@ -64,9 +64,10 @@ public:
     std::string on_in_job_recovery(const ft::records::Recovery& r, Effects& fx);
     void on(const ft::records::CheckpointPublished& c, Effects& fx);
     void on(const ft::records::JobStats& stats) { job_stats_ = stats; }
-    // protection.every = auto chose another k (the summary says the last choice and why).
+    // protection.every = auto chose a k: another one, or its first measured choice after a
+    // start or repair, which may keep it (the summary says the last choice and why).
     void on(const ft::records::ProtectionInterval& interval) {
-        ++interval_changes_;
+        if (interval.every != interval.previous) ++interval_changes_;
         last_interval_ = interval;
     }
     void restart_done(int tier, double total_ms, const std::string& text);

@@ -740,7 +740,11 @@ void Runtime::Impl::choose_interval(std::int64_t version) {
     if (measured[0] > 0) m.step_ms = measured[0];
     if (measured[1] > 0) m.protected_step_ms = measured[1];
     const auto choice = runtime::choose_every(m, p.overhead_budget, p.max_every, interval.every);
-    if (choice.every != interval.every && membership.role_index == 0) {
+    // Every change is recorded, and the first measured choice after a start or repair even when
+    // it keeps k (auto starts at max_every: "over the budget even there" would never be said).
+    const bool first_measured = m.step_ms && m.protected_step_ms && !interval.reported;
+    if (m.step_ms && m.protected_step_ms) interval.reported = true;
+    if ((choice.every != interval.every || first_measured) && membership.role_index == 0) {
         char line[256];
         std::snprintf(line, sizeof line, "protection.every = auto: k %lld -> %lld from version %lld (step %.3f ms, %.3f ms "
                       "with a snapshot): ", static_cast<long long>(interval.every), static_cast<long long>(choice.every),
@@ -925,6 +929,7 @@ void Runtime::Impl::resume(const Resume& at) {
     // Every role the same k, without a collective: a replacement has no history of choices.
     interval.before_resume = interval.every;
     interval.every = runtime::auto_start_every(cfg.protection.max_every);
+    interval.reported = false;
     interval.resumed_at = step;
     // After a repair or a relaunch only: a start's stores may hold an earlier job's versions.
     if (last_recovery) note_versions_to_replay(step);  // before protection rewrites a slot

@@ -86,6 +86,7 @@ struct Runtime::Impl {
         std::int64_t every = 1;
         std::int64_t resumed_at = -1;  // the first step after a resume carries its set-up: not a sample
         std::int64_t before_resume = 1;  // the k in use when the last repair began (its record says it)
+        bool reported = false;  // the first measured choice since the resume was recorded (kept or not)
     } interval;
     std::int64_t every_now() const { return cfg.protection.every_auto() ? interval.every : cfg.protection.every; }
     // The step `index` took `ms`: a sample of a step with or without a snapshot.
