@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "flashrec/ft/leaving.hpp"
+
 namespace flashrec::ft {
 
 Watchdog::Watchdog() : thread_([this] { run(); }) {}
@@ -53,7 +55,7 @@ void Watchdog::run() {
                          static_cast<int>(getpid()), why.c_str());
             std::fflush(stderr);
             if (before_exit_) before_exit_(why, kExitForRelaunch);
-            _exit(kExitForRelaunch);
+            leave_process(kExitForRelaunch);
         }
     }
 }

@@ -20,6 +20,7 @@
 #include "flashrec/runtime/runtime_impl.hpp"
 #include "flashrec/runtime/spare_health.hpp"
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/leaving.hpp"
 #include "flashrec/spares/spares.hpp"
 #include "node_local_copies.hpp"
 
@@ -79,9 +80,10 @@ void Runtime::Impl::end_job(const std::string& why, int exit_code) {
         } catch (const Error&) {  // a spare already gone, or a revoked communicator: nothing to tell
         }
     }
-    // Not MPI_Abort: under ULFM it can take survivors down in odd ways; the launcher sees the
-    // exit code and decides (75: relaunch from node-local snapshots; other: HDF5 restart).
-    _exit(exit_code);
+    // Not MPI_Abort: under ULFM it can take survivors down in odd ways; the launcher has the
+    // exit code from the record and decides (75: relaunch from node-local snapshots; other: HDF5
+    // restart). Over shared memory the process ends by SIGKILL so that its peers see it go.
+    ft::leave_process(exit_code);
 }
 
 recovery::Report Runtime::Impl::report() const {

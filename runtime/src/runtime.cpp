@@ -15,6 +15,7 @@
 
 #include "flashrec/ft/checksum.hpp"
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/leaving.hpp"
 #include "flashrec/runtime/interval_choice.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
 #include "flashrec/spares/spares.hpp"
@@ -190,6 +191,7 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     host_oversubscribed = on_host > ::sysconf(_SC_NPROCESSORS_ONLN);
     detector = ft::read_in_band_detector();
     if (const auto interval = ft::ticker_interval(detector)) ticker.emplace(*interval);
+    ft::leave_by_signal(detector.on);
 }
 
 MpiSession::~MpiSession() {

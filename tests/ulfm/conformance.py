@@ -39,7 +39,7 @@ TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "to
 FR_RUN = os.path.join(TOOLS, "fr-run")
 FR_MPIRUN = os.path.join(TOOLS, "fr-mpirun")
 
-KINDS = ["kill", "segv", "abort", "exit3", "_exit3", "_exit76", "_exit77"]
+KINDS = ["kill", "segv", "abort", "exit3", "_exit3", "end76", "end77"]
 OPS = ["allreduce", "recv", "anysource", "agree"]
 NAMED = {"PROC_FAILED", "PROC_FAILED_PENDING", "REVOKED"}
 RECORD = re.compile(r"^conformance: (\{.*\})$", re.M)

@@ -4,8 +4,9 @@
 // shrink, and prove the shrunk communicator works (an allreduce of the right sum). Kinds:
 //   kill segv abort        signals (SIGKILL, SIGSEGV, SIGABRT)
 //   exit3 _exit3           exit(3) / _exit(3): a non-zero exit, the death trap 1 is about
-//   _exit76 _exit77        flashrec's own refusals as the runtime ends them (end_job: _exit with
-//                          kExitStateLost / kExitNoSpare, its progress ticker still running)
+//   end76 end77            flashrec's own refusals as the runtime ends them (end_job:
+//                          ft::leave_process with kExitStateLost / kExitNoSpare, its progress
+//                          ticker still running)
 //   none                   nobody dies: rank r computes 1 + 1.5 r detector timeouts (1 s at
 //                          least; 1 s with the detector off) without an MPI call, then a barrier must succeed everywhere:
 //                          the ranks that reach the barrier first watch peers still computing,
@@ -18,8 +19,9 @@
 //   survivor:  {"role":"survivor","rank":..,"error":"PROC_FAILED|REVOKED|SUCCESS|OTHER(<n>)",
 //               "error_unix_us":..,"shrink":"SUCCESS|..","shrunk_size":..,"sum_ok":..}
 //   computing: {"role":"computer","rank":..,"barrier":"SUCCESS|..."}
-// and "finalized rank <r>" after MPI_Finalize returns. The runtime's own progress ticker runs
-// (ft/progress_ticker.hpp) exactly as in a flashrec job: on when the in-band detector is on.
+// and "finalized rank <r>" after MPI_Finalize returns. The runtime's own progress ticker
+// (ft/progress_ticker.hpp) and its way of ending (ft/leaving.hpp: by SIGKILL) run exactly as in a
+// flashrec job: on when the in-band detector is on.
 #include <mpi.h>
 #include <mpi-ext.h>
 #include <signal.h>
@@ -35,6 +37,7 @@
 #include <thread>
 
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/leaving.hpp"
 #include "flashrec/ft/progress_ticker.hpp"
 
 namespace {
@@ -64,8 +67,8 @@ std::string error_name(int rc) {
     if (kind == "abort") std::abort();
     if (kind == "exit3") std::exit(3);
     if (kind == "_exit3") _exit(3);
-    if (kind == "_exit76") _exit(flashrec::ft::kExitStateLost);
-    if (kind == "_exit77") _exit(flashrec::ft::kExitNoSpare);
+    if (kind == "end76") flashrec::ft::leave_process(flashrec::ft::kExitStateLost);
+    if (kind == "end77") flashrec::ft::leave_process(flashrec::ft::kExitNoSpare);
     std::printf("FAIL unknown kind '%s'\n", kind.c_str());
     std::fflush(stdout);
     _exit(2);
@@ -135,6 +138,7 @@ int main(int argc, char** argv) {
     std::optional<flashrec::ft::ProgressTicker> ticker;
     if (const auto interval = flashrec::ft::ticker_interval(detector); interval && !no_ticker)
         ticker.emplace(*interval);
+    flashrec::ft::leave_by_signal(detector.on);
     if (rank == 0)
         std::printf("conformance: {\"role\":\"setup\",\"detector\":%s,\"detector_thread\":%s,\"period_s\":%g,"
                     "\"timeout_s\":%g,\"ticker_ms\":%lld}\n",
