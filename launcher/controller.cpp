@@ -84,6 +84,7 @@ std::string_view to_string(IncidentReason reason) {
         case IncidentReason::no_heartbeat: return "no_heartbeat";
         case IncidentReason::stalled: return "stalled";
         case IncidentReason::connection_lost: return "connection_lost";
+        case IncidentReason::superseded: return "superseded";
     }
     return "unknown";
 }
@@ -483,18 +484,28 @@ std::optional<RankSlot> Controller::Impl::admit(const wire::Hello& hello, std::s
     }
     std::optional<RankInfo> previous;
     RankSlot slot;
+    const auto now = ControlClock::now();
     {
         const std::lock_guard lock(tracker_mutex);
         previous = tracker.find(hello.role);
-        slot = tracker.register_rank(hello, ControlClock::now());
+        slot = tracker.register_rank(hello, now);
     }
     nlohmann::json fields = {{"role", hello.role},
                              {"world_rank", hello.world_rank},
                              {"pid", hello.pid},
                              {"hostname", hello.hostname},
                              {"peer", peer}};
-    if (previous && previous->status == RankStatus::active) fields["supersedes_pid"] = previous->pid;
+    std::optional<RankIncident> superseded;
+    if (previous && previous->status == RankStatus::active) {
+        fields["supersedes_pid"] = previous->pid;
+        if (previous->pid != hello.pid || previous->hostname != hello.hostname)
+            superseded = make_incident(*previous, IncidentReason::superseded, now - previous->last_heartbeat);
+    }
     log("rank_registered", fields);
+    if (superseded) {
+        log("rank_superseded", to_json(*superseded));
+        invoke(options.on_superseded, "on_superseded", *superseded);
+    }
     return slot;
 }
 

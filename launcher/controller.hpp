@@ -36,6 +36,9 @@ enum class IncidentReason : std::uint8_t {
     no_heartbeat,     // silent for hang_timeout (SIGSTOP, frozen node, dead node without a TCP reset)
     stalled,          // heartbeats arrive but the step tag has not moved while another rank's has
     connection_lost,  // the connection closed without BYE
+    superseded,       // another process took its role while its connection was open: the
+                      // survivors declared it failed (over shm, MPI's in-band detector sees a
+                      // stopped or slow process fail before the hang timeout)
 };
 std::string_view to_string(IncidentReason reason);
 
@@ -149,6 +152,9 @@ struct ControllerOptions {
     // them short. Exceptions they throw are logged and swallowed.
     std::function<void(const RankIncident&)> on_hung;
     std::function<void(const RankIncident&)> on_lost;
+    // A registered process whose role another process (another pid or host) took while its
+    // connection was still open. A reconnecting process (same pid) is none.
+    std::function<void(const RankIncident&)> on_superseded;
     // Each EVENT a rank sent, after it was logged (the record carries "source": the role).
     std::function<void(const nlohmann::json&)> on_event;
 };

@@ -164,6 +164,20 @@ ControllerOptions Supervisor::controller_options() {
         inbox_.push({RankHung{incident, outcome, WallClock::now()}, now()});
     };
     co.on_lost = [this](const RankIncident& incident) { inbox_.push({RankLost{incident}, now()}); };
+    co.on_superseded = [this](const RankIncident& incident) {
+        // Its role went to another process while its connection was open: the survivors declared
+        // it failed. It must not run on beside its replacement (a stopped process would wake as
+        // a stale role): killed, and counted as a hang. One already gone (its connection's close
+        // still on the way) or not a process of this launcher's tree (another host: nothing here
+        // can tell) is a loss; its close, now of a superseded slot, will say nothing.
+        if (process_alive(incident.pid) && is_descendant(incident.pid, ::getpid())) {
+            inbox_.push({RankHung{incident, kill_hung(incident), WallClock::now()}, now()});
+        } else {
+            RankIncident lost = incident;
+            lost.reason = IncidentReason::connection_lost;
+            inbox_.push({RankLost{lost}, now()});
+        }
+    };
     co.on_event = [this](const json& record) { inbox_.push({record, now()}); };
     return co;
 }

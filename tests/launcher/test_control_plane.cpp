@@ -150,6 +150,7 @@ struct LiveController {
         options.event_log = std::make_shared<EventLog>(log_path);
         options.on_hung = [this](const RankIncident& incident) { hung.add(incident); };
         options.on_lost = [this](const RankIncident& incident) { lost.add(incident); };
+        options.on_superseded = [this](const RankIncident& incident) { superseded.add(incident); };
         controller = std::make_unique<Controller>(std::move(options));
     }
     ~LiveController() {
@@ -177,6 +178,7 @@ struct LiveController {
     std::filesystem::path log_path;
     Incidents hung;
     Incidents lost;
+    Incidents superseded;
     std::unique_ptr<Controller> controller;
 };
 
@@ -1042,6 +1044,45 @@ TEST_CASE("direct feed: decoded frames bypass the sockets, with the same rules")
     CHECK(live.lost.count_for("dp1.tp0.pp0") == 0);
     CHECK(controller.rank("dp1.tp0.pp0")->status == RankStatus::exited);
     CHECK_FALSE(controller.feed_heartbeat(slots[1], wire::Heartbeat{11, wire::Phase::compute}));
+}
+
+TEST_CASE("direct feed: a role taken by another process while its connection is open is superseded, once") {
+    // Over shm, MPI's in-band detector declares a stopped process failed and a spare takes its
+    // role while the stopped process's connection stays open (docs/ulfm-traps.md trap 1).
+    LiveController live;
+    Controller& controller = *live.controller;
+    wire::Hello first = hello_for(live.token, "dp1.tp0.pp0", 1);
+    first.pid = 1001;
+    const auto old_slot = controller.feed_hello(first);
+    REQUIRE(old_slot);
+    wire::Hello again = first;  // the same process reconnecting: no failure
+    const auto same = controller.feed_hello(again);
+    REQUIRE(same);
+    CHECK(live.superseded.all().empty());
+    CHECK(controller.feed_heartbeat(*same, wire::Heartbeat{7, wire::Phase::grad_sync}));
+
+    wire::Hello spare = first;
+    spare.pid = 2002;
+    REQUIRE(controller.feed_hello(spare));
+    REQUIRE(live.superseded.count_for("dp1.tp0.pp0") == 1);
+    const auto incident = *live.superseded.first_for("dp1.tp0.pp0");
+    CHECK(incident.pid == 1001);
+    CHECK(incident.reason == IncidentReason::superseded);
+    CHECK(incident.last_step_tag == 7);
+    CHECK(log_has(live.log_path, "rank_superseded", R"("pid":1001)"));
+    // The superseded connection's close says nothing more; the role is the newcomer's.
+    controller.feed_lost(*same);
+    controller.check_now();
+    CHECK(live.lost.all().empty());
+    CHECK(controller.rank("dp1.tp0.pp0")->pid == 2002);
+
+    wire::Hello after_exit = spare;  // a role whose process left cleanly: taken over, no incident
+    const auto spare_slot = controller.feed_hello(spare);
+    REQUIRE(spare_slot);
+    controller.feed_bye(*spare_slot);
+    after_exit.pid = 3003;
+    REQUIRE(controller.feed_hello(after_exit));
+    CHECK(live.superseded.count_for("dp1.tp0.pp0") == 1);
 }
 
 TEST_CASE("client options from the environment") {

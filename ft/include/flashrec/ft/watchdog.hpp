@@ -1,6 +1,7 @@
 // Bounds the recovery phases that MPI gives no way to interrupt (shrink, spawn, merge, split).
-// A phase that outlives its deadline ends this process with kExitForRelaunch: the MPI job then
-// dies as a whole and the launcher warm-relaunches it (tier 2) instead of everyone hanging.
+// A phase that outlives its deadline ends this process with kExitForRelaunch (leave_process: by
+// SIGKILL over shared memory, after the before_exit hook's record): the MPI job then dies as a
+// whole and the launcher warm-relaunches it (tier 2) instead of everyone hanging.
 #pragma once
 #include "flashrec/ft/contract.hpp"  // kExitForRelaunch
 #include <chrono>
