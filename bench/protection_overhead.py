@@ -274,7 +274,7 @@ def main():
     ap.add_argument("--every", nargs="+", help="the protection.every table for these values "
                     "(integers and/or auto) instead of the overhead table")
     ap.add_argument("--budget", type=float, default=0.03, help="protection.overhead_budget of the auto runs")
-    ap.add_argument("--max-every", type=int, help="protection.max_every of the auto runs (default: the config's, 16)")
+    ap.add_argument("--max-every", type=int, help="protection.max_every of the auto runs (default: the config's, 64)")
     ap.add_argument("--json")
     ap.add_argument("--from-json", metavar="JSON", help="print the table of an earlier run's --json (or of "
                     "a bench/run.py suite's JSON) again, bounds and shares recomputed, and run nothing")

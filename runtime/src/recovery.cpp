@@ -709,7 +709,7 @@ void Runtime::Impl::park_until_needed() {
             heartbeat.reset();
             membership.universe = ft::Comm();
             membership.work = ft::Comm();
-            MPI_Finalize();
+            mpi.finalize();
             std::exit(0);
         }
         (void)recover();  // nothing to resume: parked again, or a role whose state arrives in loop_start

@@ -194,9 +194,16 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     ft::leave_by_signal(detector.on);
 }
 
+void MpiSession::finalize() {
+    ticker.reset();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+}
+
 MpiSession::~MpiSession() {
-    ticker.reset();  // its thread's MPI calls must end before MPI_Finalize
-    if (std::uncaught_exceptions() == 0) MPI_Finalize();
+    if (std::uncaught_exceptions() == 0) finalize();
+    else ticker.reset();
 }
 
 Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
@@ -697,7 +704,7 @@ void Runtime::Impl::checkpoint_and_leave() {
     remove_node_snapshots();
     heartbeat.reset();  // BYE: this process leaves on purpose
     membership.free_all();
-    MPI_Finalize();
+    mpi.finalize();
     std::exit(0);
 }
 

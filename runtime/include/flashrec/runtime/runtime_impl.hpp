@@ -47,6 +47,10 @@ struct MpiSession {
     ~MpiSession();
     MpiSession(const MpiSession&) = delete;
     MpiSession& operator=(const MpiSession&) = delete;
+    // Stops the ticker (its thread's MPI calls must end first), then MPI_Finalize. Every path
+    // that ends MPI goes through here: a released spare's MPI_Iprobe after MPI_Finalize was
+    // fatal ("MPI_Iprobe on a NULL communicator", mpirun exit 14) over shm.
+    void finalize();
     // More MPI processes on this host than it has cores online: Open MPI then yields when
     // idle (mpi_yield_when_idle), and flashrec's waits must not spin either.
     bool host_oversubscribed = false;
