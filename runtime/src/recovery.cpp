@@ -74,16 +74,19 @@ void Runtime::Impl::end_job(const std::string& why, int exit_code) {
     // each goes out before its sender's connection closes). Without it a spare could take the
     // roles' exits for failures and start a repair of a job that ended on purpose: under plain
     // mpirun it spawned replacements that never finished (disruption matrix, loaded machine).
-    if (membership.role_index >= 0) {
-        try {
-            spare_pool.release_all(membership.universe);
-        } catch (const Error&) {  // a spare already gone, or a revoked communicator: nothing to tell
-        }
-    }
+    if (membership.role_index >= 0) release_hot_spares();
     // Not MPI_Abort: under ULFM it can take survivors down in odd ways; the launcher has the
     // exit code from the record and decides (75: relaunch from node-local snapshots; other: HDF5
     // restart). Over shared memory the process ends by SIGKILL so that its peers see it go.
     ft::leave_process(exit_code);
+}
+
+void Runtime::Impl::release_hot_spares() {
+    try {
+        spare_pool.release_all(membership.universe);
+    } catch (const Error& e) {  // a spare already gone, or a revoked communicator
+        log(std::string("could not release the hot spares: ") + e.what());
+    }
 }
 
 recovery::Report Runtime::Impl::report() const {

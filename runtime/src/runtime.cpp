@@ -622,11 +622,7 @@ void Runtime::Impl::finish_loop() {
     protection.reset();
     if (membership.role_index == 0) {
         emit_job_stats(shm_bytes, snapshot, totals, snapshots);
-        try {
-            spare_pool.release_all(membership.universe);
-        } catch (const Error& e) {
-            log(std::string("could not release the hot spares: ") + e.what());
-        }
+        release_hot_spares();
     }
     // The snapshot segments stay until the job has ended (finish_job): a failure in the trainer's
     // code after the loop is repaired by a warm relaunch from them. The state is hashed now:
@@ -692,11 +688,7 @@ void Runtime::Impl::checkpoint_and_leave() {
     if (membership.role_index == 0) {
         log("checkpoint for requeue: step " + std::to_string(step) + " written to " + cfg.checkpoint.dir +
             "; leaving so that the requeued job resumes from it");
-        try {
-            spare_pool.release_all(membership.universe);
-        } catch (const Error& e) {
-            log(std::string("could not release the hot spares: ") + e.what());
-        }
+        release_hot_spares();
     }
     protection.reset();
     checkpointer.reset();
@@ -751,8 +743,9 @@ void Runtime::Impl::choose_interval(std::int64_t version) {
     const auto choice = runtime::choose_every(m, p.overhead_budget, p.max_every, interval.every);
     // Every change is recorded, and the first measured choice after a start or repair even when
     // it keeps k (auto starts at max_every: "over the budget even there" would never be said).
-    const bool first_measured = m.step_ms && m.protected_step_ms && !interval.reported;
-    if (m.step_ms && m.protected_step_ms) interval.reported = true;
+    const bool both_measured = m.step_ms && m.protected_step_ms;
+    const bool first_measured = both_measured && !interval.reported;
+    if (both_measured) interval.reported = true;
     if ((choice.every != interval.every || first_measured) && membership.role_index == 0) {
         char line[256];
         std::snprintf(line, sizeof line, "protection.every = auto: k %lld -> %lld from version %lld (step %.3f ms, %.3f ms "
@@ -914,11 +907,7 @@ void Runtime::Impl::judge_replay_probe(bool everyone_exact) {
     // computed is worth keeping, and a relaunch would be refused the same way (exit 78).
     if (membership.role_index == 0) {
         emit(record.to_json(), true);
-        try {
-            spare_pool.release_all(membership.universe);
-        } catch (const Error& e) {
-            log(std::string("could not release the hot spares: ") + e.what());
-        }
+        release_hot_spares();
     }
     protection.reset();  // idle: this sync point waited for its snapshot
     unlink_own_segments();

@@ -292,6 +292,8 @@ struct Runtime::Impl {
     void park_until_needed();              // a hot spare, from the constructor
     void make_blank_slots(const std::vector<std::size_t>& slot_bytes);  // parked: the leader's sizes
     [[noreturn]] void end_job(const std::string& why, int exit_code);
+    // Tells the parked hot spares the job is over (a failure to reach them is logged: nothing to do).
+    void release_hot_spares();
     std::chrono::steady_clock::time_point deadline() const;
     void emit_recovery_record();
     runtime::CheckpointIdentity checkpoint_identity() const;
