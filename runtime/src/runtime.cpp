@@ -636,6 +636,18 @@ void Runtime::Impl::finish_job() {
     if (!loop_finished || membership.role_index < 0) return;
     const std::int64_t last = cfg.job.steps - 1;
     faults.at(last, config::Phase::finish);
+    // No role sends role_finished before every role is done with the trainer's code after the
+    // loop (its state_checksum() allgather, a save): a role that dies once its record was
+    // acknowledged then takes nothing from a slower peer still waiting for its data (that peer
+    // would fail, send no record, and the finished job would be relaunched). An agreement
+    // returns to anyone only once every live role entered it, and survives a death after that.
+    bool everyone_came = true;
+    try {
+        (void)membership.work.agree(1, deadline());
+    } catch (const Error& e) {
+        log(std::string("a role failed before the end of the job (") + e.what() + "); the snapshot segments stay");
+        everyone_came = false;
+    }
     // Without a launcher nobody judges the end (emit_last is true): the job is over.
     const bool acknowledged = emit_last(ft::records::RoleFinished{topology::role_key(coord()),
                                                                   static_cast<std::int32_t>(getpid()), cfg.job.steps,
@@ -643,9 +655,12 @@ void Runtime::Impl::finish_job() {
                                             .to_json());
     faults.at(last, config::Phase::finalize);
     // The segments go once every role's record is with the launcher: then it judges the job
-    // finished whatever happens next. One decision for all (an agreement survives failures).
-    int everyone = acknowledged ? 1 : 0;
+    // finished whatever happens next. One decision for all (an agreement survives failures). It
+    // is over the live roles only: a role known dead, whose record may never have come, makes it
+    // 0 (else a death before role_finished left the warm relaunch no segments: exit 76).
+    int everyone = 0;
     try {
+        everyone = acknowledged && everyone_came && membership.work.failed_ranks().empty() ? 1 : 0;
         everyone = membership.work.agree(everyone, deadline());
     } catch (const Error& e) {
         log(std::string("the end-of-job agreement failed (") + e.what() + "); the snapshot segments stay");

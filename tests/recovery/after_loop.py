@@ -11,9 +11,11 @@ process left (tools/fr-run), and with the outcome that point calls for:
               like a failure in a step (one tier-1 recovery record, no relaunch)
   after_loop  the trainer's code after the loop (its final checksum): a warm relaunch from the
               snapshot segments, which stay until the job has ended
-  finish      the runtime's end, before the role's role_finished record: a warm relaunch
-  finalize    after the launcher acknowledged every role's record, before MPI_Finalize: the
-              job is finished, nothing is run again
+  finish      the runtime's end, before the end-of-job agreement and the role's role_finished
+              record: a warm relaunch (the survivors must keep the segments for it)
+  finalize    after the launcher acknowledged the role's record, before MPI_Finalize: every role
+              passed the agreement, their records all come, the job is finished, nothing is run
+              again
 
 Prints one line per run and "N passed, M failed".
 """
@@ -65,7 +67,7 @@ def judge(phase, run, want, job):
     if phase in ("after_loop", "finish") and not any(r.get("outcome") == "resumed" for r in relaunches):
         problems.append("no warm relaunch resumed from the snapshot segments")
     if phase == "finalize" and (relaunches or in_job):
-        problems.append("the job had finished (every role_finished acknowledged) but was repaired again")
+        problems.append("the job had finished (the role's role_finished acknowledged) but was repaired again")
     left = [n for n in os.listdir("/dev/shm") if n.startswith(f"flashrec.{job}.")]
     if left:
         problems.append(f"{len(left)} segment(s) of the job left in /dev/shm")
