@@ -42,3 +42,9 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/flashrecConfigVersi
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/flashrecConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/flashrecConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flashrec)
+
+# Slurm: the sbatch templates and the epilog that removes a job's /dev/shm segments where no
+# flashrec process was left to (docs/slurm.md, "Cleaning up /dev/shm").
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/slurm/epilog/flashrec-epilog DESTINATION ${CMAKE_INSTALL_DATADIR}/flashrec/slurm)
+install(FILES ${PROJECT_SOURCE_DIR}/slurm/templates/flashrec.sbatch ${PROJECT_SOURCE_DIR}/slurm/templates/flashrec-cuda.sbatch
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/flashrec/slurm)

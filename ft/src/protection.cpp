@@ -108,6 +108,7 @@ std::shared_ptr<SnapshotStore> StorePool::get(const std::string& job, const std:
 
 void StorePool::make_blanks(const std::string& job, const std::string& tag,
                             const std::vector<std::size_t>& slot_bytes) {
+    if (!slot_bytes.empty()) (void)mark_for_epilog(job);
     for (std::size_t i = 0; i < slot_bytes.size(); ++i) {
         ShmSegment blank =
             ShmSegment::create(segment_name(job, std::string(kBlankKeyPrefix) + tag + "-" + std::to_string(i), 0),

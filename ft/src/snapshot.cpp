@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -24,6 +25,8 @@ namespace {
 // glibc's shm_open puts "/name" at /dev/shm/name; remove_all scans it.
 constexpr const char* kShmDirectory = "/dev/shm";
 constexpr std::string_view kSegmentPrefix = "flashrec.";
+// Not "flashrec.": no job's segment prefix matches it (slurm/epilog/flashrec-epilog reads it).
+constexpr std::string_view kEpilogMarkerPrefix = "flashrec-slurm-job.";
 constexpr std::size_t kMaxJobName = 100;
 constexpr std::size_t kNameCapacity = 64;  // role keys and buffer names: 63 characters + NUL
 constexpr std::size_t kBufferAlignment = 64;
@@ -542,7 +545,29 @@ int unlink_snapshot(std::string_view job, std::string_view role_key) {
 int remove_all(std::string_view job) {
     int removed = 0;
     for (const std::string& name : list_segments(job)) removed += unlink_segment(name);
+    if (const std::string marker = epilog_marker_path(job); !marker.empty()) ::unlink(marker.c_str());
     return removed;
+}
+
+std::string epilog_marker_path(std::string_view job) {
+    validate_job_name(job);
+    const char* id = std::getenv("SLURM_JOB_ID");
+    const std::string_view slurm_job = id ? id : "";
+    // Slurm's job ids are numbers (an array task's SLURM_JOB_ID is its own number too).
+    if (slurm_job.empty() || slurm_job.size() > 20 ||
+        !std::all_of(slurm_job.begin(), slurm_job.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return {};
+    return std::string(kShmDirectory) + "/" + std::string(kEpilogMarkerPrefix) + std::string(slurm_job) + "." +
+           std::string(job);
+}
+
+bool mark_for_epilog(std::string_view job) {
+    const std::string path = epilog_marker_path(job);
+    if (path.empty()) return false;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    ::close(fd);
+    return true;
 }
 
 // ---- errors -------------------------------------------------------------------------------
@@ -723,6 +748,7 @@ SnapshotStore::SnapshotStore(std::string job, std::string role_key, SnapshotLayo
             created.push_back(name);
             initialise(slots_[slot], job_, role_key_, slot, layout_, placement);
         }
+        if (!created.empty()) (void)mark_for_epilog(job_);
         hashers_ = std::make_unique<ChunkHashers>(layout_.size());
     } catch (...) {
         for (const std::string& name : created) ::shm_unlink(name.c_str());

@@ -138,6 +138,9 @@ SlurmdDebug=info
 # Per-node TmpFS: the nodes share /tmp, and PMIx's per-job dirs would collide.
 TmpFS=$S/tmp/%n
 TaskProlog=$S/etc/task_prolog.sh
+# flashrec's epilog: a job's snapshot segments leave a node's /dev/shm when the job ends, also on
+# a node whose ranks Slurm killed (docs/slurm.md, "Cleaning up /dev/shm").
+Epilog=$(cd "$FRS_HERE/../epilog" && pwd)/flashrec-epilog
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none

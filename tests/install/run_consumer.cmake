@@ -24,6 +24,13 @@ endfunction()
 set(prefix ${WORK_DIR}/prefix)
 file(MAKE_DIRECTORY ${WORK_DIR})
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+# What a Slurm site installs from the prefix: the epilog (runnable) and the sbatch templates.
+foreach(f flashrec-epilog flashrec.sbatch flashrec-cuda.sbatch)
+  if(NOT EXISTS ${prefix}/share/flashrec/slurm/${f})
+    message(FATAL_ERROR "share/flashrec/slurm/${f} was not installed")
+  endif()
+endforeach()
+run(env SLURM_JOB_ID=4294967294 SLURM_JOB_UID=0 ${prefix}/share/flashrec/slurm/flashrec-epilog)
 file(COPY ${SOURCE_DIR}/tests/install/consumer/ DESTINATION ${WORK_DIR}/src)
 run(${CMAKE_COMMAND} -S ${WORK_DIR}/src -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix})
 # The package names its tools (flashrecConfig.cmake: FLASHREC_LAUNCH, FLASHREC_MPIRUN): the installed ones.

@@ -156,7 +156,8 @@ class SlurmChaos:
             if node_sh("status", n).strip() != "running":
                 continue
             shm = node_sh("exec", n, "ls", "/dev/shm")
-            left += [f"{n}:/dev/shm/{s}" for s in shm.split() if s.startswith(f"flashrec.{self.job}.")]
+            left += [f"{n}:/dev/shm/{s}" for s in shm.split()
+                     if s.startswith(f"flashrec.{self.job}.") or s.startswith("flashrec-slurm-job.")]
         for pid in self._job_pids():
             left.append(f"pid {pid} {open(f'/proc/{pid}/comm').read().strip() if os.path.exists(f'/proc/{pid}') else ''}")
         return left

@@ -110,6 +110,11 @@ wait_until 150 "job $job finished" job_done "$job"
 say "job $job: $(job_state "$job")"
 grep -av '^step \|flashrec-launch: step \|checkpoint: step ' "$out" | sed 's/^/  | /'
 [ "$(job_state "$job")" = COMPLETED ] || fail "job $job ended $(job_state "$job")"
+# Nothing of the job stays in any node's /dev/shm: flashrec-launch removes the segments it can
+# reach; the epilog the rest (a thawed node's, whose ranks Slurm killed after the job's end).
+for _ in $(seq 150); do shm_clean "fr-e2e-$mode" "$job" && break; sleep 0.2; done
+shm_clean "fr-e2e-$mode" "$job" || fail "30 s after the job's end, /dev/shm still holds the job's $FRS_SHM_LEFT"
+say "every node's /dev/shm is free of the job's segments"
 
 final=$(grep -a '^final_checksum=' "$out" | tail -n 1 | sed 's/^final_checksum=//')
 reason=$(timeout 10 sinfo -h -R -n "$victim" -o '%E')

@@ -36,6 +36,18 @@ node_state() { timeout 10 sinfo -h -N -n "$1" -o '%T' | head -n 1; }
 node_is() { [ "$(node_state "$1")" = "$2" ]; }
 all_idle() { [ "$(timeout 10 sinfo -h -N -o '%T' | grep -cx idle)" = "$1" ]; }
 
+# shm_clean <flashrec job name> <Slurm job id>: true when no running node's /dev/shm holds a
+# snapshot segment of the job or its epilog marker (slurm/epilog/flashrec-epilog). For wait_until.
+shm_clean() {
+    local i node left
+    for ((i = 1; i <= FLASHREC_SLURM_NODES; i++)); do
+        node=frnode$i
+        [ "$("$TC/node.sh" status "$node")" = running ] || continue
+        left=$("$TC/node.sh" exec "$node" ls /dev/shm | grep -E "^flashrec\.$1\.|^flashrec-slurm-job\.$2\." || true)
+        [ -z "$left" ] || { FRS_SHM_LEFT="$node: $(echo $left)"; return 1; }
+    done
+}
+
 # job_state <id>: PENDING, RUNNING, COMPLETED, ... from the controller.
 job_state() { timeout 10 scontrol show job -o "$1" | tr ' ' '\n' | sed -n 's/^JobState=//p'; }
 job_done() { case $(job_state "$1") in PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUED) return 1 ;; esac; }

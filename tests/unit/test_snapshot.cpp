@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -651,4 +652,52 @@ TEST_CASE("copy_committed copies a version in the pass that verifies it, and ref
 
     std::vector<std::span<std::byte>> wrong{small_dst[0]};
     CHECK_FALSE(store.copy_committed(1, wrong).ok);
+}
+
+TEST_CASE("under Slurm a node's segments are marked for the epilog, which removes that job's and nothing else") {
+    namespace fs = std::filesystem;
+    const char* before = std::getenv("SLURM_JOB_ID");
+    const std::string saved = before ? before : "";
+    // Made-up Slurm job ids (no Slurm here): the marker and the epilog act on names and owners.
+    const std::string slurm_job = std::to_string(900000000 + ::getpid());
+    const std::string other_slurm_job = std::to_string(800000000 + ::getpid());
+    const std::string uid = std::to_string(::getuid());
+    const auto epilog = [](const std::string& env) { return std::system((env + " " FLASHREC_EPILOG).c_str()); };
+    ScratchJob job;
+    ScratchJob neighbour;
+    const std::string marker = "/dev/shm/flashrec-slurm-job." + slurm_job + "." + job.name();
+
+    ::unsetenv("SLURM_JOB_ID");
+    CHECK(epilog_marker_path(job.name()).empty());
+    CHECK_FALSE(mark_for_epilog(job.name()));
+
+    ::setenv("SLURM_JOB_ID", other_slurm_job.c_str(), 1);
+    { SnapshotStore other(neighbour.name(), kRole, small_layout()); }
+    ::setenv("SLURM_JOB_ID", slurm_job.c_str(), 1);
+    CHECK(epilog_marker_path(job.name()) == marker);
+    {
+        SnapshotStore own(job.name(), kRole, small_layout());
+        SnapshotStore peer(job.name(), peer_role_key("dp2.tp0.pp0", kRole), small_layout());
+    }
+    CHECK(fs::exists(marker));
+    CHECK(list_segments(job.name()).size() == 4);
+
+    SUBCASE("the epilog of this Slurm job removes the job's segments and the marker") {
+        CHECK(epilog("SLURM_JOB_ID=" + slurm_job + " SLURM_JOB_UID=" + uid) == 0);
+        CHECK(list_segments(job.name()).empty());
+        CHECK_FALSE(fs::exists(marker));
+        CHECK(list_segments(neighbour.name()).size() == 2);  // another Slurm job's
+    }
+    SUBCASE("another user's job, a bad id or no id: nothing is removed, and the epilog never fails") {
+        CHECK(epilog("SLURM_JOB_ID=" + slurm_job + " SLURM_JOB_UID=" + std::to_string(::getuid() + 4242)) == 0);
+        CHECK(epilog("SLURM_JOB_ID='" + slurm_job + " *' SLURM_JOB_UID=" + uid) == 0);
+        CHECK(epilog("env -u SLURM_JOB_ID SLURM_JOB_UID=" + uid) == 0);
+        CHECK(list_segments(job.name()).size() == 4);
+        CHECK(fs::exists(marker));
+        CHECK(remove_all(job.name()) == 4);  // the launcher's cleanup drops the marker too
+        CHECK_FALSE(fs::exists(marker));
+    }
+    CHECK(remove_all(neighbour.name()) == 2);
+    ::unlink(("/dev/shm/flashrec-slurm-job." + other_slurm_job + "." + neighbour.name()).c_str());
+    if (before) ::setenv("SLURM_JOB_ID", saved.c_str(), 1); else ::unsetenv("SLURM_JOB_ID");
 }

@@ -43,8 +43,18 @@ std::vector<std::string> list_segments(std::string_view job);
 bool unlink_segment(const std::string& name);
 // Unlinks both slots of one role; returns how many existed.
 int unlink_snapshot(std::string_view job, std::string_view role_key);
-// Unlinks every segment of `job` (scans /dev/shm for its prefix); returns how many.
+// Unlinks every segment of `job` (scans /dev/shm for its prefix), and this Slurm job's epilog
+// marker of it; returns how many segments.
 int remove_all(std::string_view job);
+
+// Under Slurm (SLURM_JOB_ID set): an empty file /dev/shm/flashrec-slurm-job.<id>.<job> tells
+// slurm/epilog/flashrec-epilog, run by Slurm on each node when the Slurm job ends, whose
+// segments to remove there: also where no process of the job lived to do it (a frozen node
+// thawed after the end, its ranks killed by Slurm). Made with the first segment a process
+// creates; best effort (false: it could not be made, or not under Slurm).
+bool mark_for_epilog(std::string_view job);
+// "/dev/shm/flashrec-slurm-job.<id>.<job>" for SLURM_JOB_ID; empty when not under Slurm.
+std::string epilog_marker_path(std::string_view job);
 
 // ---- errors ------------------------------------------------------------------------------
 
