@@ -38,6 +38,7 @@ enum RuleId : std::size_t {
     r_mpi_other,
     r_job_ended,
     r_job_stalled,
+    r_startup_stuck,
     r_count,
 };
 
@@ -93,6 +94,9 @@ constexpr std::array<Rule, r_count> kRules = {{
      "mpirun ended before every role finished (node loss, crash cascade, mpirun killed)"},
     {"job stalled", "job_stalled", Action::warm_relaunch, 2,
      "no role made progress for the stall limit: a hang in-job recovery cannot clear"},
+    {"startup stuck", "startup_stuck", Action::warm_relaunch, 2,
+     "the attempt's ranks did not all reach the control plane within detection.startup_timeout_ms: a node "
+     "that cannot start its processes, an MPI_Init that waits for one"},
 }};
 
 bool is_failure_class(int error_class) {
@@ -133,6 +137,7 @@ std::string_view to_string(Observed observed) {
         case Observed::mpi_error: return "mpi_error";
         case Observed::job_ended_early: return "job_ended_early";
         case Observed::job_stalled: return "job_stalled";
+        case Observed::startup_stuck: return "startup_stuck";
     }
     return "?";
 }
@@ -176,6 +181,7 @@ const Rule& classify(const Observation& o) {
         case Observed::mpi_error: return is_failure_class(o.value) ? kRules[r_mpi_failed] : kRules[r_mpi_other];
         case Observed::job_ended_early: return kRules[r_job_ended];
         case Observed::job_stalled: return kRules[r_job_stalled];
+        case Observed::startup_stuck: return kRules[r_startup_stuck];
     }
     return kRules[r_job_ended];
 }

@@ -35,6 +35,7 @@ enum class Observed : std::uint8_t {
     mpi_error,           // a rank reported MPI error class `value`
     job_ended_early,     // mpirun exited before every role finished its step loop
     job_stalled,         // no role made progress for the job-level stall limit
+    startup_stuck,       // the attempt's active roles did not all register within the startup limit
 };
 std::string_view to_string(Observed observed);
 

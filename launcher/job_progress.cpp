@@ -106,6 +106,7 @@ JobProgress::Change JobProgress::observe(const std::map<std::string, const RankI
             }
         }
     check_ranks_gone(job, now, change, fx);
+    check_startup(current, job, now, change, fx);
     const auto stall_limit = timeouts_of(cfg_).stall_limit;
     if (in_loop_ && job.phase == JobPhase::running && now.steady - last_progress_time_ > stall_limit) {
         const std::string detail = "no role's step tag moved for " +
@@ -115,6 +116,36 @@ JobProgress::Change JobProgress::observe(const std::map<std::string, const RankI
         say(fx, "the job is stalled: " + detail + "; ending it");
     }
     return change;
+}
+
+void JobProgress::check_startup(const std::map<std::string, const RankInfo*>& current, const JobView& job, Now now,
+                                Change& change, Effects& fx) const {
+    // A launch whose ranks never all reach the control plane (a node that cannot start its
+    // processes, MPI_Init waiting for one) would otherwise wait for Slurm's time limit: nothing
+    // else watches a rank that never registered.
+    const auto limit = timeouts_of(cfg_).startup_limit;
+    if (all_registered_ || job.phase != JobPhase::running || now.steady - attempt_start_ <= limit) return;
+    std::map<std::string, std::vector<std::string>> missing;  // node -> roles
+    std::size_t count = 0;
+    for (const auto& role : job.layout.active_roles)
+        if (!current.count(role)) {
+            missing[job.layout.node_of_role(role)].push_back(role);
+            ++count;
+        }
+    std::string where;
+    for (const auto& [node, roles] : missing)
+        where += (where.empty() ? "" : "; ") + node + ": " + std::to_string(roles.size()) + " of " +
+                 std::to_string(job.layout.ranks_on_node(node));
+    const std::string detail = std::to_string(count) + " of " + std::to_string(job.layout.active_roles.size()) +
+                               " active roles did not register within " +
+                               human_ms(static_cast<double>(limit.count())) + " of the launch (" + where + ")";
+    change.stalled = ForcedDeath{{Observed::startup_stuck, 0}, detail, attempt_start_ + limit};
+    log(fx, "startup_stuck", {{"attempt", job.attempt.index},
+                              {"limit_ms", limit.count()},
+                              {"registered", job.layout.active_roles.size() - count},
+                              {"active", job.layout.active_roles.size()},
+                              {"missing_by_node", missing}});
+    say(fx, "the job did not start: " + detail + "; ending it (detection.startup_timeout_ms)");
 }
 
 void JobProgress::check_ranks_gone(const JobView& job, Now now, Change& change, Effects& fx) {

@@ -38,7 +38,8 @@ public:
     struct Change {
         bool all_registered = false;  // every active role registered, just now
         bool in_loop = false;         // ... and is in its step loop, just now
-        std::optional<ForcedDeath> stalled;  // no role's step tag moved for the stall limit
+        std::optional<ForcedDeath> stalled;  // no role's step tag moved for the stall limit, or the
+                                             // active roles did not all register within the startup limit
         bool mpirun_lingers = false;         // every rank left long ago, mpirun did not exit
     };
     // The controller's view while mpirun runs.
@@ -59,6 +60,8 @@ public:
 
 private:
     void check_ranks_gone(const JobView& job, Now now, Change& change, Effects& fx);
+    void check_startup(const std::map<std::string, const RankInfo*>& current, const JobView& job, Now now,
+                       Change& change, Effects& fx) const;
 
     const config::Config& cfg_;
     SteadyTime attempt_start_{};

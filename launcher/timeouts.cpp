@@ -43,6 +43,7 @@ Timeouts timeouts_of(const config::Config& cfg) {
     t.max_epochs = r.max_epochs;
     // Longer than the runtime's own recovery deadlines can take: a backstop for when they failed too.
     t.stall_limit = milliseconds(std::max<std::int64_t>(2LL * d.hang_timeout_ms, (r.max_epochs * 6LL + 1) * r.phase_deadline_ms));
+    t.startup_limit = milliseconds(d.startup_timeout_ms);
     t.reconnect_for = ft::HeartbeatClientOptions{}.reconnect_for;
     t.record_ack_limit = milliseconds(ft::kRecordAckLimitMs);
     t.warm_relaunches = r.warm_relaunches;
@@ -62,6 +63,7 @@ TimeoutTable timeout_table(const config::Config& cfg) {
         {"recovery phase deadline", span(t.phase_deadline), "recovery.phase_deadline_ms (then exit 75)"},
         {"recovery epochs", std::to_string(t.max_epochs), "recovery.max_epochs (then exit 75)"},
         {"job stall limit", span(t.stall_limit), "max(2 x hang timeout, (6 x max_epochs + 1) x phase deadline)"},
+        {"startup limit", span(t.startup_limit), "detection.startup_timeout_ms (launch -> every role registered)"},
         {"lost rank's last words", span(kLostSettle), "kLostSettle"},
         {"reconnect of a cut connection", span(kReconnectWait), "kReconnectWait"},
         {"mpirun's end after every rank left", span(kMpirunEndGrace), "kMpirunEndGrace"},
@@ -104,6 +106,8 @@ TimeoutTable timeout_table(const config::Config& cfg) {
              {{"recovery phase deadline", t.phase_deadline, "exit 75 (ending_job): the MPI job ends"},
               {"job stall limit", t.stall_limit, "job_stalled: the MPI job is ended"}},
              relaunch),
+        kind("start-up stuck (a node that cannot start its processes, MPI_Init waiting for one)",
+             {{"startup limit", t.startup_limit, "startup_stuck: the MPI job is ended"}}, relaunch),
         kind("launcher lost",
              {{"rank's client notices, reconnects (backoff 50 ms .. 1 s)", milliseconds(0), "training goes on"},
               {"rank's control-plane reconnect", t.reconnect_for, "it gives up: trains on without a control plane"}},

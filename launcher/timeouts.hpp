@@ -36,6 +36,7 @@ struct Timeouts {
     milliseconds phase_deadline;      // recovery.phase_deadline_ms: a recovery phase MPI cannot interrupt
     int max_epochs;                   // recovery.max_epochs
     milliseconds stall_limit;         // no role's step tag moving this long ends the job (job_stalled)
+    milliseconds startup_limit;       // detection.startup_timeout_ms: launch -> every active role registered
     milliseconds reconnect_for;       // a rank's control-plane client reconnects this long, then goes on without
     milliseconds record_ack_limit;    // a leaving rank's wait for the launcher's ack (ft::kRecordAckLimitMs)
     int warm_relaunches;              // recovery.warm_relaunches

@@ -184,6 +184,7 @@ const std::vector<Field<Detection>>& detection_fields() {
     static const std::vector<Field<Detection>> fields = {
         {.key = "heartbeat_ms", .member = &Detection::heartbeat_ms, .min = 1},
         {.key = "hang_timeout_ms", .member = &Detection::hang_timeout_ms, .min = 1},
+        {.key = "startup_timeout_ms", .member = &Detection::startup_timeout_ms, .min = 1000},
         {.key = "bind", .member = &Detection::bind},
         {.key = "port", .member = &Detection::port, .min = 0, .max = 65535},
         {.key = "metrics", .member = &Detection::metrics},

@@ -693,6 +693,46 @@ TEST_CASE("incident: no role's tag moving for the stall limit ends the job (job_
     CHECK(h.failures("job_stalled").size() == 1);
 }
 
+TEST_CASE("incident: a launch whose roles never all register is ended at the startup limit (startup_stuck)") {
+    // Issue 29's cluster soak: a node killed as the warm relaunch started its daemons; nothing
+    // registered, and nothing else watches a rank that never did: the job waited for scancel.
+    Harness h(plan_of(5));
+    h.plan.cfg.detection.startup_timeout_ms = 30000;
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));  // job_lost in step 20: a warm relaunch
+    h.tick();
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    // Two of the relaunch's roles register, the others never do.
+    h.ranks.push_back(h.rank(kRoles[0], 2001, 0));
+    h.ranks.push_back(h.rank(kRoles[1], 2002, 0));
+    h.run_for(milliseconds(29900));
+    CHECK(h.logged("startup_stuck").empty());
+    CHECK(h.core->phase() == JobPhase::running);
+    h.run_for(milliseconds(200));
+    const auto stuck = h.logged("startup_stuck");
+    REQUIRE(stuck.size() == 1);
+    CHECK(stuck[0]["attempt"] == 2);
+    CHECK(stuck[0]["registered"] == 2);
+    CHECK(stuck[0]["active"] == kRoles.size());
+    CHECK(h.said("the job did not start: 2 of 4 active roles did not register within 30.00 s of the launch"));
+    CHECK(h.core->phase() == JobPhase::ending);
+    CHECK(h.asked<SignalJob>().size() == 1);
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    const auto failure = h.failures("startup_stuck");
+    REQUIRE(failure.size() == 1);
+    CHECK(failure[0]["classification"] == "startup_stuck");
+    CHECK(h.asked<StartAttempt>().size() == 3);  // relaunched under the budget
+    // A launch that registers in time is never touched, however long it then takes.
+    run_to_the_end(h, 20);
+    CHECK(h.logged("startup_stuck").size() == 1);
+    CHECK(h.core->outcome().name == "finished");
+}
+
 TEST_CASE("incident: mpirun lingering 10 s after every rank left is ended") {
     Harness h(plan_of());
     h.start();

@@ -47,6 +47,7 @@ TEST_CASE("the derived limits follow the config (the values the launcher acts on
     CHECK(timeouts_of(config(5, 200000, 100, 1)).stall_limit == milliseconds(400000));  // 2 x hang timeout
     CHECK(timeouts_of(config(5, 50)).check_period == milliseconds(10));
     CHECK(t.record_ack_limit == milliseconds(5000));
+    CHECK(t.startup_limit == milliseconds(300000));  // detection.startup_timeout_ms's default
 }
 
 TEST_CASE("the table names every limit with this config's value") {
@@ -79,6 +80,8 @@ TEST_CASE("which fires first, per kind of failure") {
     CHECK(failure(table, "node lost").in_order.front().after == milliseconds(1100));
     CHECK(failure(table, "step loop stuck").in_order.front().after == milliseconds(300));
     CHECK(failure(table, "launcher lost").in_order.back().after == milliseconds(60000));
+    CHECK(failure(table, "start-up stuck").in_order.front().limit == "startup limit");
+    CHECK(failure(table, "start-up stuck").in_order.front().after == milliseconds(300000));
     for (const auto& f : table.failures)
         CHECK_MESSAGE(std::is_sorted(f.in_order.begin(), f.in_order.end(),
                                      [](const Candidate& a, const Candidate& b) { return a.after < b.after; }),

@@ -128,7 +128,9 @@ class SlurmChaos:
                 f"launch: {{program: {self.trainer}}}\n"
                 f"trainer: {{model: {{input: 16, hidden: {hidden}, output: 4}}, batch_per_rank: 8, lr: 0.01, "
                 f"log_every: 100, device_ms: 10}}\n"
-                "detection: {hang_timeout_ms: 3000}\n"
+                # A launch stuck on a node killed as it started ends in 30 s (startup_stuck), not at
+                # the trial's timeout: a relaunch here is up in 1-5 s.
+                "detection: {hang_timeout_ms: 3000, startup_timeout_ms: 30000}\n"
                 "slurm: {when_spares_exhausted: shrink}\n")
         if checkpoint:
             text += f"checkpoint: {{dir: {ckpt}, every_steps: 50}}\n"

@@ -101,6 +101,7 @@ checkpoint:
 detection:
   heartbeat_ms: 50
   hang_timeout_ms: 5000
+  startup_timeout_ms: 60000
   bind: 0.0.0.0
   port: 7070
   metrics: true
@@ -159,6 +160,7 @@ TEST_CASE("a complete train.yaml sets every field") {
     CHECK(c.checkpoint.keep == 3);
     CHECK(c.detection.heartbeat_ms == 50);
     CHECK(c.detection.hang_timeout_ms == 5000);
+    CHECK(c.detection.startup_timeout_ms == 60000);
     CHECK(c.detection.bind == "0.0.0.0");
     CHECK(c.detection.port == 7070);
     CHECK(c.detection.metrics);
@@ -304,7 +306,7 @@ TEST_CASE("bad: unknown keys, with a suggestion when one is close") {
                 "is not a known key (it belongs in 'protection': protection.replicas)");
     check_error(
         "detection:\n  colour: blue\n", 2, "detection.colour",
-        "is not a known key (known: heartbeat_ms, hang_timeout_ms, bind, port, metrics, metrics_port)");
+        "is not a known key (known: heartbeat_ms, hang_timeout_ms, startup_timeout_ms, bind, port, metrics, metrics_port)");
     CHECK(config::parse("trainer:\n  anything: goes\n  nested: {deep: [1]}\n", "t")
               .trainer["anything"]
               .as<std::string>() == "goes");
@@ -430,6 +432,7 @@ TEST_CASE("protection.every: auto, with max_every a power of two >= 4 and a budg
 
 TEST_CASE("bad: detection and checkpoint ranges") {
     check_error("detection:\n  heartbeat_ms: 0\n", 2, "detection.heartbeat_ms", "must be >= 1, got 0");
+    check_error("detection:\n  startup_timeout_ms: 500\n", 2, "detection.startup_timeout_ms", "must be >= 1000, got 500");
     check_error("detection:\n  heartbeat_ms: 200\n  hang_timeout_ms: 200\n", 3, "detection.hang_timeout_ms",
                 "must be > detection.heartbeat_ms = 200, got 200");
     check_error("detection:\n  heartbeat_ms: 20000\n", 1, "detection.hang_timeout_ms",

@@ -74,6 +74,7 @@ struct Checkpoint {
 struct Detection {
     int heartbeat_ms = 100;
     int hang_timeout_ms = 10000;
+    int startup_timeout_ms = 300000;  // launch -> every active role registered (the launcher's limit)
     std::string bind = "127.0.0.1";
     int port = 0;                     // 0: any free port
     bool metrics = false;
