@@ -138,9 +138,12 @@ SlurmdDebug=info
 # Per-node TmpFS: the nodes share /tmp, and PMIx's per-job dirs would collide.
 TmpFS=$S/tmp/%n
 TaskProlog=$S/etc/task_prolog.sh
-# flashrec's epilog: a job's snapshot segments leave a node's /dev/shm when the job ends, also on
-# a node whose ranks Slurm killed (docs/slurm.md, "Cleaning up /dev/shm").
+# flashrec's cleanup of /dev/shm (docs/slurm.md, "Cleaning up /dev/shm"): a job's snapshot
+# segments leave a node when the job ends (Epilog), and where Slurm sends no epilog (a node
+# removed from its job while frozen, thawed later) once the job no longer runs there.
 Epilog=$(cd "$FRS_HERE/../epilog" && pwd)/flashrec-epilog
+HealthCheckProgram=$(cd "$FRS_HERE/../epilog" && pwd)/flashrec-epilog
+HealthCheckInterval=5
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none

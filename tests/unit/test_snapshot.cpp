@@ -701,3 +701,20 @@ TEST_CASE("under Slurm a node's segments are marked for the epilog, which remove
     ::unlink(("/dev/shm/flashrec-slurm-job." + other_slurm_job + "." + neighbour.name()).c_str());
     if (before) ::setenv("SLURM_JOB_ID", saved.c_str(), 1); else ::unsetenv("SLURM_JOB_ID");
 }
+
+TEST_CASE("the epilog without a Slurm job (a health check) keeps what it cannot prove gone") {
+    // No controller answers here (squeue fails or is missing): every job counts as running.
+    const std::string slurm_job = std::to_string(700000000 + ::getpid());
+    const char* before = std::getenv("SLURM_JOB_ID");
+    const std::string saved = before ? before : "";
+    ::setenv("SLURM_JOB_ID", slurm_job.c_str(), 1);
+    ScratchJob job;
+    { SnapshotStore own(job.name(), kRole, small_layout()); }
+    const std::string marker = epilog_marker_path(job.name());
+    CHECK(std::system("env -u SLURM_JOB_ID -u SLURM_JOBID SLURM_CONF=/nonexistent/slurm.conf " FLASHREC_EPILOG) == 0);
+    CHECK(list_segments(job.name()).size() == 2);
+    CHECK(std::filesystem::exists(marker));
+    CHECK(remove_all(job.name()) == 2);
+    CHECK_FALSE(std::filesystem::exists(marker));
+    if (before) ::setenv("SLURM_JOB_ID", saved.c_str(), 1); else ::unsetenv("SLURM_JOB_ID");
+}
