@@ -272,6 +272,7 @@ void JobCore::handle(const TeardownDone& teardown, Now now, Effects& fx) {
         finalize_restart(false, now, fx);
         return finish("finished", kExitOk, "", fx);
     }
+    if (teardown.allocation_nodes && layout_.slurm) nodes_.left_allocation(*teardown.allocation_nodes, view(), fx);
     if (attempt_.launch.checkpoint_and_exit && !interrupt_signal_ && !nodes_.book().any_lost())
         return end_checkpoint_for_requeue(teardown, fx);
     if (interrupt_signal_) {
@@ -283,18 +284,19 @@ void JobCore::handle(const TeardownDone& teardown, Now now, Effects& fx) {
     const int status = attempt_.status;
     const bool registered = std::any_of(ranks_.begin(), ranks_.end(),
                                         [&](const RankInfo& r) { return r.registered_at >= attempt_.start; });
-    if (!registered) {
+    if (!registered && attempt_.index == 1) {
         // Not a single rank reached the control plane: a trainer that does not use flashrec, or
-        // one that cannot start. Its exit status is all there is.
+        // one that cannot start. Its exit status is all there is. Not so for a relaunch: its
+        // trainer did connect before, and a relaunch none of whose ranks connected did not run
+        // (mpirun exits 0 after PRRTE lost a daemon while starting: issue 29's cluster soak).
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
             return finish("finished", kExitOk,
                           "no rank ever connected to the control plane: success judged by mpirun's exit code only", fx);
-        if (attempt_.index == 1)
-            return finish("failed_to_start",
-                          WIFEXITED(status) && WEXITSTATUS(status) == ft::kExitBadConfig ? kExitUsage : kExitFailed,
-                          "the job never started: no rank connected to the control plane, mpirun ended with " +
-                              describe_status(status),
-                          fx);
+        return finish("failed_to_start",
+                      WIFEXITED(status) && WEXITSTATUS(status) == ft::kExitBadConfig ? kExitUsage : kExitFailed,
+                      "the job never started: no rank connected to the control plane, mpirun ended with " +
+                          describe_status(status),
+                      fx);
     }
     DeathEvidence evidence;
     if (forced_) {

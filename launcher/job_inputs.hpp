@@ -69,6 +69,9 @@ struct AttemptStarted {
 struct TeardownDone {
     std::optional<std::int64_t> checkpoint_step;
     std::string no_checkpoint_why;
+    // Under Slurm: the nodes the job holds now (slurm::job_nodes); a --no-kill job loses a node
+    // Slurm found dead. nullopt outside Slurm, or when the controller did not answer.
+    std::optional<std::vector<std::string>> allocation_nodes;
 };
 
 using Input = std::variant<ft::records::Step, ft::records::FaultInjected, ft::records::CheckpointPublished,

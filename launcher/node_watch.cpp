@@ -28,6 +28,19 @@ bool NodeWatch::on(const DaemonLost& lost, const JobView& job, bool repairing, s
     return true;
 }
 
+void NodeWatch::left_allocation(const std::vector<std::string>& held, const JobView& job, Effects& fx) {
+    std::set<std::string> used(job.layout.reserve_nodes.begin(), job.layout.reserve_nodes.end());
+    for (const auto& p : job.layout.processes) used.insert(p.node);
+    if (!job.layout.spare_node.empty()) used.insert(job.layout.spare_node);
+    for (const auto& node : used) {
+        if (std::find(held.begin(), held.end(), node) != held.end() || book_.is_lost(node) || book_.given_up(node))
+            continue;
+        book_.mark_lost(node);
+        log(fx, "node_left_allocation", {{"node", node}, {"attempt", job.attempt.index}});
+        say(fx, "FAILURE: node " + node + " lost: Slurm removed it from the job (it stopped answering)");
+    }
+}
+
 void NodeWatch::fail(const std::string& node, std::string_view classification, std::int64_t steps_done, Effects& fx) {
     if (!book_.give_up(node) || !plan_.allocation) return;
     if (!plan_.cfg.slurm.drain_on_failure) {

@@ -25,6 +25,10 @@ public:
     // is now lost (a failure of this attempt); false: not one of the job's nodes, known already,
     // or the spawn trap (logged as spawn_daemon_lost).
     bool on(const DaemonLost& lost, const JobView& job, bool repairing, std::int64_t steps_done, Now now, Effects& fx);
+    // After an attempt ended, under Slurm: the nodes the job still holds (`held`). A node of the
+    // layout Slurm dropped from the job (it found the node dead) is lost in this attempt, though
+    // nothing of the MPI job said so (a node killed as a relaunch started its daemons there).
+    void left_allocation(const std::vector<std::string>& held, const JobView& job, Effects& fx);
     // An in-job repair spawned a replacement onto the spawn host.
     void spawned(int attempt, SteadyTime at) { last_spawn_ = {attempt, at}; }
     // A failure on `node`: give up on it; under Slurm it is drained (or the skip is logged).

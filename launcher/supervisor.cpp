@@ -67,6 +67,8 @@ private:
     void read_signals();
     void tick(std::vector<RankInfo> ranks);
     void run_pending_drains();
+    // The nodes the Slurm job holds now (a --no-kill job loses the ones Slurm found dead).
+    std::optional<std::vector<std::string>> allocation_nodes_now();
     void requeue(std::int64_t step);
 
     const Plan& plan_;
@@ -210,6 +212,7 @@ void Supervisor::execute(const Effect& effect) {
         teardown(down->why);
         TeardownDone done;
         done.checkpoint_step = newest_checkpoint(plan_.cfg, done.no_checkpoint_why);
+        done.allocation_nodes = allocation_nodes_now();
         feed(done, now());
     } else if (const auto* drain = std::get_if<Drain>(&effect)) {
         pending_drains_.push_back(*drain);
@@ -253,6 +256,16 @@ void Supervisor::teardown(const std::string& why) {
     // Output still buffered in the pipes: every writer is gone now, so this ends quickly.
     attempt_.drain_output(kDrainLimit, [this](const std::string& line, bool is_err) { handle_line(line, is_err); });
     drain_queue();
+}
+
+std::optional<std::vector<std::string>> Supervisor::allocation_nodes_now() {
+    if (!plan_.allocation) return std::nullopt;
+    try {
+        return slurm::job_nodes(plan_.allocation->job_id, std::chrono::seconds(5));
+    } catch (const std::exception& e) {
+        log("allocation_unknown", {{"job_id", plan_.allocation->job_id}, {"error", e.what()}});
+        return std::nullopt;
+    }
 }
 
 void Supervisor::run_pending_drains() {

@@ -64,6 +64,7 @@ public:
     std::vector<RankInfo> ranks;    // the controller's view
     std::set<int> dead;             // pids whose process is gone
     std::optional<std::int64_t> checkpoint;  // what a teardown finds in checkpoint.dir
+    std::optional<std::vector<std::string>> allocation;  // what a teardown finds Slurm's job holds
     Effects effects;                // everything the core asked for, in order
     std::unique_ptr<JobCore> core;
 
@@ -194,6 +195,7 @@ private:
                 TeardownDone done;
                 done.checkpoint_step = checkpoint;
                 if (!checkpoint) done.no_checkpoint_why = "no checkpoint in the test";
+                done.allocation_nodes = allocation;
                 feed(done);
             } else if (const auto* kill = std::get_if<KillRank>(&e)) {
                 dead.insert(kill->incident.pid);
@@ -820,6 +822,46 @@ TEST_CASE("a node lost during a warm relaunch: the relaunch failed, the next one
     CHECK(h.core->outcome().name == "finished");
     CHECK(h.logged("warm_relaunch").size() == 2);
     CHECK(h.logged("warm_relaunch")[1]["outcome"] == "resumed");
+}
+
+TEST_CASE("a node killed as a relaunch starts: the relaunch is stuck, then Slurm's job no longer holds the node") {
+    // Issue 29's cluster soak (slurm-relaunch-node-loss): fn1 killed as the relaunch's daemons
+    // started; no rank registered, nothing of the MPI job named the node. Without the startup
+    // limit the job hung until scancel; without the job's node list every relaunch went back to
+    // fn1 and failed the same way (restart_loop, exit 80).
+    Harness h(plan_of(3, "", true));
+    h.plan.cfg.detection.startup_timeout_ms = 30000;
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    h.run_for(milliseconds(30100));
+    REQUIRE(h.logged("startup_stuck").size() == 1);
+    h.allocation = std::vector<std::string>{"fn2", "fn3"};  // Slurm removed fn1 from the --no-kill job
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.logged("node_left_allocation").at(0)["node"] == "fn1");
+    CHECK(h.said("node fn1 lost: Slurm removed it from the job"));
+    CHECK(h.asked<Drain>().at(0).node == "fn1");
+    REQUIRE(h.asked<StartAttempt>().size() == 3);
+    CHECK(h.asked<StartAttempt>()[2].layout.node_of_role(kRoles[0]) == "fn3");
+    run_to_the_end(h, 20);
+    CHECK(h.core->outcome().name == "finished");
+}
+
+TEST_CASE("a relaunch none of whose ranks connected did not run, whatever mpirun's exit status") {
+    // mpirun exited 0 after PRRTE lost a daemon while starting the relaunch (issue 29's cluster
+    // soak): that was judged "finished" by mpirun's exit code, at step 79 of 400.
+    Harness h(plan_of(2));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    h.mpirun_exits(exited(0));
+    h.tick();
+    CHECK(h.core->outcome().name != "finished");
+    CHECK(h.failures("job_ended_early").size() == 2);  // the kill in step 20, and this
+    REQUIRE(h.asked<StartAttempt>().size() == 3);
+    run_to_the_end(h, 20);
+    CHECK(h.core->outcome().name == "finished");
 }
 
 TEST_CASE("SIGTERM during a repair: mpirun gets SIGTERM, the lost rank is no failure, the relaunch record says failed") {
