@@ -120,7 +120,7 @@ Comm Comm::split(int color, int key, std::string name) const {
     return adopt(out, std::move(name));
 }
 
-void Comm::revoke() noexcept {
+void Comm::revoke() const noexcept {
     if (handle_ != MPI_COMM_NULL) MPIX_Comm_revoke(handle_);
 }
 

@@ -125,7 +125,7 @@ recovery::Report Runtime::Impl::report() const {
     return r;
 }
 
-std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& comm) const {
+std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& comm, bool agreed_on) const {
     std::vector<recovery::Report> reports;
     std::string torn;
     try {
@@ -135,6 +135,12 @@ std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& co
         // A process that died inside the exchange can leave a failed collective or a torn
         // report behind on some processes and not on others.
         torn = e.what();
+        // A failure ends a collective with an error at some processes only: the others wait in
+        // it for one that left for the agreement below, which they never reach (every survivor
+        // of three kills at once missed the exchange deadline, ft.checkpoint.tier3 in a fresh
+        // clone). Revoking releases them; only on a communicator every member passed an agree on
+        // (docs/ulfm-traps.md trap 6).
+        if (agreed_on) comm.revoke();
     }
     // Everyone leaves the exchange together, and only with everyone's reports: the plan (and a
     // decision to end the job) is then the same everywhere, and nobody exits while a slower
@@ -189,7 +195,7 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
     timeline.mark("agree");
 
     watchdog.arm("exchange", membership.epoch, budget);
-    auto reports = exchange_reports(survivors);
+    auto reports = exchange_reports(survivors, true);  // agreed on after the shrink
     int live_roles = 0;
     for (const auto& r : reports) live_roles += r.role >= 0 ? 1 : 0;
     // Only spares that pass admission count: the plan passes over the others, so spawn for them.
@@ -211,7 +217,7 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
             for (int c = merged.size() - to_spawn; c < merged.size(); ++c)
                 ft::check(MPI_Send(&e, 1, MPI_INT64_T, c, kEpochTag, merged.get()), "MPI_Send(epoch)",
                           merged);
-        reports = exchange_reports(merged);
+        reports = exchange_reports(merged, false);
         timeline.mark("merge");
         survivors = std::move(merged);
     }
@@ -230,7 +236,7 @@ void Runtime::Impl::join_as_spawned() {
     membership.epoch = static_cast<int>(e);
     process_id = (e + 1) * 1000000 + world_rank;
     try {
-        const auto reports = exchange_reports(merged);
+        const auto reports = exchange_reports(merged, false);
         (void)adopt_plan(std::move(merged), reports, "spawned");  // its state arrives in loop_start; registers with the control plane as its role
     } catch (const ShardLost& lost) {
         // The same decision as the survivors' (the same plan): end with the same exit code.
@@ -598,7 +604,7 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
     // round leaves out at least one (store, version), so the loop ends.
     recovery::Plan plan;
     for (int round = 0;; ++round) {
-        const auto reports = exchange_reports(membership.work);
+        const auto reports = exchange_reports(membership.work, false);
         plan = recovery::make_plan(shape, reports, recovery::Mode::relaunch);
         if (plan.version < 0 || plan.initial) break;
         const std::string bad = verify_restore_sources(plan);

@@ -39,7 +39,7 @@ public:
     // Marks the communicator revoked on every member; never throws (it is called while
     // unwinding from another failure). Only revoke after every member passed an agree on it
     // (docs/ulfm-traps.md trap 6).
-    void revoke() noexcept;
+    void revoke() const noexcept;
     bool is_revoked() const;
     // A new communicator without the failed processes.
     Comm shrink(std::string name) const;

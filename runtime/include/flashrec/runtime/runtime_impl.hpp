@@ -267,7 +267,9 @@ struct Runtime::Impl {
     // Unlinks this role's own snapshot and the ring copies it holds on this node.
     void unlink_own_segments() const;
     recovery::Report report() const;
-    std::vector<recovery::Report> exchange_reports(const ft::Comm& comm) const;
+    // Every process's report, or CommRevoked everywhere. `agreed_on`: every member passed an
+    // agree on `comm` (it may be revoked to release the others when the exchange fails here).
+    std::vector<recovery::Report> exchange_reports(const ft::Comm& comm, bool agreed_on) const;
     // Repairs (retrying epochs) until this process can go on, or ends the job. A survivor gets
     // where to resume; nullopt: it has no state to go on from yet (an idle spare parks again, a
     // hot spare that took a role receives its state in loop_start).
