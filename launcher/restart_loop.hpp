@@ -21,6 +21,10 @@ struct FailureSignature {
     // whose relaunch lost a node's ranks (mpirun exit 1), did not fail the same way twice (the
     // soak's relaunch-node-loss, issue 29); a loop repeats its ending too.
     int mpirun_status = 0;
+    // The roles the attempt lost before it died (its in-job incidents), sorted: mpirun SIGKILLed
+    // from outside, then a relaunch that lost a node's ranks and whose mpirun the launcher ended
+    // (SIGKILL again) is not the same failure twice either (the soak, seed 402).
+    std::vector<std::string> lost_roles;
     bool operator==(const FailureSignature&) const = default;
 };
 

@@ -1069,6 +1069,38 @@ TEST_CASE("restarts: a relaunch that lost its own ranks before any new step is n
     CHECK(h.core->outcome().exit_code == kExitRestartLoop);
 }
 
+TEST_CASE("restarts: a relaunch that lost ranks and whose mpirun ended by SIGKILL too is no loop") {
+    // The soak (seed 402, relaunch-node-loss): mpirun SIGKILLed from outside in step 368, then the
+    // relaunch lost node0's two ranks before a new step and the launcher ended its lingering
+    // mpirun: SIGKILL again, the same step, job_lost. Not the same failure: the first attempt lost
+    // no rank. It was "restart loop" (exit 80) with every copy alive.
+    Harness h(plan_of(5));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    h.register_all(20);
+    h.advance(milliseconds(500));
+    h.lose(kRoles[0]);
+    h.lose(kRoles[1]);
+    h.run_for(milliseconds(400));  // classified after their last words
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.logged("restart_loop").empty());
+    REQUIRE(h.asked<StartAttempt>().size() == 3);
+    // The same ending with the same roles lost, again without progress, is the loop.
+    h.register_all(20);
+    h.advance(milliseconds(500));
+    h.lose(kRoles[0]);
+    h.lose(kRoles[1]);
+    h.run_for(milliseconds(400));
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    REQUIRE(h.logged("restart_loop").size() == 1);
+    CHECK(h.core->outcome().exit_code == kExitRestartLoop);
+}
+
 TEST_CASE("restarts: a relaunch that makes no new step resets nothing; one that does clears the failures seen") {
     // No progress: the relaunch dies before any step; the next same death is the loop.
     Harness none(plan_of(5));
