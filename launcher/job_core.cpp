@@ -341,10 +341,7 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, int
              {"why", "state lost in-job, but no node was lost: the dead processes' node-local segments may hold it"}});
     // A node's failure is not the same failure twice: the relaunch moves off that node.
     const bool guarded = rule.action != Action::replace_node;
-    FailureSignature failure{std::string(rule.classification), inc.step, mpirun_status, {}};
-    for (const Incident& i : incidents_.all())
-        if (i.attempt == attempt_.index && i.role != "*") failure.lost_roles.push_back(i.role);
-    std::sort(failure.lost_roles.begin(), failure.lost_roles.end());
+    const FailureSignature failure{std::string(rule.classification), inc.step, mpirun_status, progress_.progressed()};
     for (const RestartStep& step : decision.steps) {
         if (step.kind == Restart::warm_relaunch) {
             if (step.refused) {

@@ -21,10 +21,13 @@ struct FailureSignature {
     // whose relaunch lost a node's ranks (mpirun exit 1), did not fail the same way twice (the
     // soak's relaunch-node-loss, issue 29); a loop repeats its ending too.
     int mpirun_status = 0;
-    // The roles the attempt lost before it died (its in-job incidents), sorted: mpirun SIGKILLed
-    // from outside, then a relaunch that lost a node's ranks and whose mpirun the launcher ended
-    // (SIGKILL again) is not the same failure twice either (the soak, seed 402).
-    std::vector<std::string> lost_roles;
+    // Whether the attempt completed a step (replayed ones count): a job killed in its loop, then a
+    // relaunch that lost a node's ranks before its first step and whose mpirun the launcher ended
+    // (SIGKILL both times, the same roles lost) is not the same failure twice (the soak, seed
+    // 402); a relaunch that replays to the same failure is, and so are two relaunches that die
+    // before their first step. (Which ranks the launcher saw go before mpirun is not part of it:
+    // that depends on how fast their connections closed.)
+    bool stepped = false;
     bool operator==(const FailureSignature&) const = default;
 };
 

@@ -76,7 +76,7 @@ TimeoutTable timeout_table(const config::Config& cfg) {
         {"rank's control-plane reconnect", span(t.reconnect_for), "ft::HeartbeatClientOptions::reconnect_for"},
         {"warm relaunch budget", std::to_string(t.warm_relaunches), "recovery.warm_relaunches"},
         {"HDF5 restart budget", std::to_string(t.cold_restarts), "kMaxColdRestarts (needs checkpoint.dir)"},
-        {"restart loop", "2 x the same failure", "same classification, step, mpirun ending and roles lost, no new step between (exit 80)"},
+        {"restart loop", "2 x the same failure", "same classification, step and mpirun ending, both in or both before a first step, no new step between (exit 80)"},
     };
     const std::string relaunch = "warm relaunch (" + std::to_string(t.warm_relaunches) + "), then HDF5 (" +
                                  std::to_string(t.cold_restarts) + "), then exit 75; the same failure twice: exit 80";

@@ -1069,11 +1069,11 @@ TEST_CASE("restarts: a relaunch that lost its own ranks before any new step is n
     CHECK(h.core->outcome().exit_code == kExitRestartLoop);
 }
 
-TEST_CASE("restarts: a relaunch that lost ranks and whose mpirun ended by SIGKILL too is no loop") {
+TEST_CASE("restarts: killed in the loop, then a relaunch that lost ranks before its first step, SIGKILL both times: no loop") {
     // The soak (seed 402, relaunch-node-loss): mpirun SIGKILLed from outside in step 368, then the
     // relaunch lost node0's two ranks before a new step and the launcher ended its lingering
     // mpirun: SIGKILL again, the same step, job_lost. Not the same failure: the first attempt lost
-    // no rank. It was "restart loop" (exit 80) with every copy alive.
+    // no rank and died in its loop. It was "restart loop" (exit 80) with every copy alive.
     Harness h(plan_of(5));
     h.start();
     die_at(h, 20, signalled(SIGKILL));
@@ -1088,7 +1088,7 @@ TEST_CASE("restarts: a relaunch that lost ranks and whose mpirun ended by SIGKIL
     h.tick();
     CHECK(h.logged("restart_loop").empty());
     REQUIRE(h.asked<StartAttempt>().size() == 3);
-    // The same ending with the same roles lost, again without progress, is the loop.
+    // The same ending of the next relaunch, again before its first step, is the loop.
     h.register_all(20);
     h.advance(milliseconds(500));
     h.lose(kRoles[0]);
@@ -1101,17 +1101,48 @@ TEST_CASE("restarts: a relaunch that lost ranks and whose mpirun ended by SIGKIL
     CHECK(h.core->outcome().exit_code == kExitRestartLoop);
 }
 
+TEST_CASE("restarts: a job killed in its loop, then a relaunch killed before its first step, the same roles lost: no loop") {
+    // The soak (seed 402, trial 190): every process killed at once in step 179 (the launcher saw
+    // dp0 and dp1 go before mpirun), then node0's ranks (dp0, dp1) killed as the relaunch started.
+    Harness h(plan_of(5));
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    h.lose(kRoles[0]);
+    h.lose(kRoles[1]);
+    h.run_for(milliseconds(400));
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    h.register_all(20);
+    h.advance(milliseconds(500));
+    h.lose(kRoles[0]);
+    h.lose(kRoles[1]);
+    h.run_for(milliseconds(400));
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.logged("restart_loop").empty());
+    CHECK(h.asked<StartAttempt>().size() == 3);
+}
+
 TEST_CASE("restarts: a relaunch that makes no new step resets nothing; one that does clears the failures seen") {
-    // No progress: the relaunch dies before any step; the next same death is the loop.
+    // No progress: the relaunch dies before any step. That is not the death in the loop that
+    // caused it (a node killed as the relaunch starts, the soak), but the same death of the next
+    // relaunch, again before any step, is the loop.
     Harness none(plan_of(5));
     none.start();
     die_at(none, 20, signalled(SIGKILL));
-    none.register_all(20);  // back, but no step
-    none.ranks_exit(RankStatus::lost);
-    none.mpirun_exits(signalled(SIGKILL));
-    none.tick();
+    for (int relaunch = 1; relaunch <= 2; ++relaunch) {
+        none.register_all(20);  // back, but no step
+        none.ranks_exit(RankStatus::lost);
+        none.mpirun_exits(signalled(SIGKILL));
+        none.tick();
+    }
     CHECK(none.core->outcome().exit_code == kExitRestartLoop);
-    CHECK(none.asked<StartAttempt>().size() == 2);
+    CHECK(none.asked<StartAttempt>().size() == 3);
+    CHECK(none.logged("restart_loop").at(0)["same_as"] == 2);
 
     // Progress: step 20 completes after the relaunch; the same kind of death (in step 25) is new.
     Harness some(plan_of(5));
