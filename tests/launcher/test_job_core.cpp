@@ -225,6 +225,17 @@ void ends_with(Harness& h, int code, const std::string& role, const std::string&
     h.tick();
 }
 
+// The current attempt loses `roles` (each classified after its last words), then the job dies
+// with `status`.
+void die_losing(Harness& h, std::initializer_list<std::string> roles, int status) {
+    h.advance(milliseconds(500));
+    for (const auto& role : roles) h.lose(role);
+    h.run_for(milliseconds(400));
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(status);
+    h.tick();
+}
+
 // The attempt that was started last runs to the end and finishes.
 void run_to_the_end(Harness& h, std::int64_t from) {
     h.register_all(from);
@@ -1079,24 +1090,12 @@ TEST_CASE("restarts: killed in the loop, then a relaunch that lost ranks before 
     die_at(h, 20, signalled(SIGKILL));
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     h.register_all(20);
-    h.advance(milliseconds(500));
-    h.lose(kRoles[0]);
-    h.lose(kRoles[1]);
-    h.run_for(milliseconds(400));  // classified after their last words
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(signalled(SIGKILL));
-    h.tick();
+    die_losing(h, {kRoles[0], kRoles[1]}, signalled(SIGKILL));
     CHECK(h.logged("restart_loop").empty());
     REQUIRE(h.asked<StartAttempt>().size() == 3);
     // The same ending of the next relaunch, again before its first step, is the loop.
     h.register_all(20);
-    h.advance(milliseconds(500));
-    h.lose(kRoles[0]);
-    h.lose(kRoles[1]);
-    h.run_for(milliseconds(400));
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(signalled(SIGKILL));
-    h.tick();
+    die_losing(h, {kRoles[0], kRoles[1]}, signalled(SIGKILL));
     REQUIRE(h.logged("restart_loop").size() == 1);
     CHECK(h.core->outcome().exit_code == kExitRestartLoop);
 }
@@ -1108,21 +1107,10 @@ TEST_CASE("restarts: a job killed in its loop, then a relaunch killed before its
     h.start();
     h.register_all();
     h.steps(0, 20);
-    h.lose(kRoles[0]);
-    h.lose(kRoles[1]);
-    h.run_for(milliseconds(400));
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(signalled(SIGKILL));
-    h.tick();
+    die_losing(h, {kRoles[0], kRoles[1]}, signalled(SIGKILL));
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     h.register_all(20);
-    h.advance(milliseconds(500));
-    h.lose(kRoles[0]);
-    h.lose(kRoles[1]);
-    h.run_for(milliseconds(400));
-    h.ranks_exit(RankStatus::lost);
-    h.mpirun_exits(signalled(SIGKILL));
-    h.tick();
+    die_losing(h, {kRoles[0], kRoles[1]}, signalled(SIGKILL));
     CHECK(h.logged("restart_loop").empty());
     CHECK(h.asked<StartAttempt>().size() == 3);
 }
