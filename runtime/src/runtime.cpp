@@ -189,6 +189,7 @@ MpiSession::MpiSession(int& argc, char**& argv) {
         MPI_Comm_free(&host);
     }
     host_oversubscribed = on_host > ::sysconf(_SC_NPROCESSORS_ONLN);
+    exit_notices.emplace();
     detector = ft::read_in_band_detector();
     if (const auto interval = ft::ticker_interval(detector)) ticker.emplace(*interval);
     ft::leave_by_signal(detector.on);
@@ -196,6 +197,7 @@ MpiSession::MpiSession(int& argc, char**& argv) {
 
 void MpiSession::finalize() {
     ticker.reset();
+    exit_notices.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
@@ -203,7 +205,10 @@ void MpiSession::finalize() {
 
 MpiSession::~MpiSession() {
     if (std::uncaught_exceptions() == 0) finalize();
-    else ticker.reset();
+    else {
+        ticker.reset();
+        exit_notices.reset();
+    }
 }
 
 Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)

@@ -39,7 +39,7 @@ TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "to
 FR_RUN = os.path.join(TOOLS, "fr-run")
 FR_MPIRUN = os.path.join(TOOLS, "fr-mpirun")
 
-KINDS = ["kill", "segv", "abort", "exit3", "_exit3", "end76", "end77"]
+KINDS = ["kill", "segv", "abort", "exit3", "_exit3", "exit0", "end76", "end77"]
 OPS = ["allreduce", "recv", "anysource", "agree"]
 NAMED = {"PROC_FAILED", "PROC_FAILED_PENDING", "REVOKED"}
 RECORD = re.compile(r"^conformance: (\{.*\})$", re.M)
@@ -91,13 +91,13 @@ def judge(kind, ranks, text, result):
     return ok, f"error (shrink {shrink})", detection, note
 
 
-def run_case(program, transport, kind, op, ranks, timeout, env_extra):
+def run_case(program, transport, kind, op, ranks, timeout, env_extra, program_args=()):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         result_path = f.name
     env = dict(os.environ, FLASHREC_TRANSPORT=transport, **env_extra)
     start = time.monotonic()
     p = subprocess.run([FR_RUN, "--timeout", str(timeout), "--result", result_path, "--", FR_MPIRUN, "-n",
-                        str(ranks), program, kind, op], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        str(ranks), program, kind, op, *program_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, env=env)
     wall = time.monotonic() - start
     try:
@@ -122,6 +122,8 @@ def main():
     ap.add_argument("--ranks", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=40, help="seconds per case before it counts as a hang")
     ap.add_argument("--json", help="write every case (with its output) here")
+    ap.add_argument("--no-exit-notices", action="store_true",
+                    help="the control experiment: the program runs without ft::ExitNotices (trap 1)")
     ap.add_argument("--verbose", action="store_true", help="print the output of failed cases")
     a = ap.parse_args()
     cases = []
@@ -129,7 +131,8 @@ def main():
     for transport in a.transports.split(","):
         for kind in a.kinds.split(","):
             for op in ([""] if kind == "none" else a.ops.split(",")):
-                c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {})
+                c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {},
+                             ["--no-exit-notices"] if a.no_exit_notices else [])
                 cases.append(c)
                 mark = "" if c["passed"] else "FAIL "
                 print(f"{transport:9} {kind:8} {c['op']:9} {mark + c['outcome']:34} {c['detection_ms']:>10} "

@@ -4,6 +4,7 @@
 // shrink, and prove the shrunk communicator works (an allreduce of the right sum). Kinds:
 //   kill segv abort        signals (SIGKILL, SIGSEGV, SIGABRT)
 //   exit3 _exit3           exit(3) / _exit(3): a non-zero exit, the death trap 1 is about
+//   exit0                  exit(0) without MPI_Finalize
 //   end76 end77            flashrec's own refusals as the runtime ends them (end_job:
 //                          ft::leave_process with kExitStateLost / kExitNoSpare, its progress
 //                          ticker still running)
@@ -14,6 +15,7 @@
 // Ops: allreduce, recv (from the victim), anysource (rank 0: MPI_ANY_SOURCE), agree, spawn
 // (MPI_Comm_spawn of one child over MPI_COMM_WORLD, then a barrier).
 // --no-ticker: without the progress ticker (the control experiment for kind `none`).
+// --no-exit-notices: without ft::ExitNotices (the control experiment for exits over sm: trap 1).
 // Each process prints one typed line, `conformance: {json}`, which the driver reads:
 //   victim:    {"role":"victim","kind":..,"death_unix_us":..}  just before it dies
 //   survivor:  {"role":"survivor","rank":..,"error":"PROC_FAILED|REVOKED|SUCCESS|OTHER(<n>)",
@@ -37,6 +39,7 @@
 #include <thread>
 
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/exit_notices.hpp"
 #include "flashrec/ft/leaving.hpp"
 #include "flashrec/ft/progress_ticker.hpp"
 
@@ -67,6 +70,7 @@ std::string error_name(int rc) {
     if (kind == "abort") std::abort();
     if (kind == "exit3") std::exit(3);
     if (kind == "_exit3") _exit(3);
+    if (kind == "exit0") std::exit(0);  // without MPI_Finalize: PRRTE's "terminated without sync"
     if (kind == "end76") flashrec::ft::leave_process(flashrec::ft::kExitStateLost);
     if (kind == "end77") flashrec::ft::leave_process(flashrec::ft::kExitNoSpare);
     std::printf("FAIL unknown kind '%s'\n", kind.c_str());
@@ -122,12 +126,17 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return 0;
     }
-    if (argc != 3 && !(argc == 4 && std::strcmp(argv[3], "--no-ticker") == 0)) {
-        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker]\n");
+    bool no_ticker = false, no_exit_notices = false;  // the control experiments
+    for (int i = 3; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--no-ticker") == 0) no_ticker = true;
+        else if (std::strcmp(argv[i], "--no-exit-notices") == 0) no_exit_notices = true;
+        else argc = 0;
+    }
+    if (argc < 3) {
+        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker] [--no-exit-notices]\n");
         return 2;
     }
     const std::string kind = argv[1], op = argv[2];
-    const bool no_ticker = argc == 4;  // the control experiment: what the ticker prevents
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank = 0, size = 0;
@@ -139,11 +148,14 @@ int main(int argc, char** argv) {
     if (const auto interval = flashrec::ft::ticker_interval(detector); interval && !no_ticker)
         ticker.emplace(*interval);
     flashrec::ft::leave_by_signal(detector.on);
+    std::optional<flashrec::ft::ExitNotices> exit_notices;
+    if (!no_exit_notices) exit_notices.emplace();
     if (rank == 0)
         std::printf("conformance: {\"role\":\"setup\",\"detector\":%s,\"detector_thread\":%s,\"period_s\":%g,"
-                    "\"timeout_s\":%g,\"ticker_ms\":%lld}\n",
+                    "\"timeout_s\":%g,\"ticker_ms\":%lld,\"exit_notices\":%s}\n",
                     detector.on ? "true" : "false", detector.own_thread ? "true" : "false", detector.period_s,
-                    detector.timeout_s, ticker ? static_cast<long long>(ticker->interval().count()) : 0LL);
+                    detector.timeout_s, ticker ? static_cast<long long>(ticker->interval().count()) : 0LL,
+                    exit_notices && exit_notices->active() ? "true" : "false");
     std::fflush(stdout);
     const int victim = size - 1;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -183,6 +195,7 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
     ticker.reset();  // before MPI_Finalize
+    exit_notices.reset();
     MPI_Finalize();
     std::printf("finalized rank %d\n", rank);
     std::fflush(stdout);

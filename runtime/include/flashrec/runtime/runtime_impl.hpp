@@ -18,6 +18,7 @@
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/control_plane.hpp"
+#include "flashrec/ft/exit_notices.hpp"
 #include "flashrec/ft/progress_ticker.hpp"
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/quarantine.hpp"
@@ -59,6 +60,8 @@ struct MpiSession {
     // With that detector on (without its own thread), MPI progress while the trainer computes:
     // from MPI init to just before MPI_Finalize.
     std::optional<ft::ProgressTicker> ticker;
+    // PRRTE's notice of a non-zero exit passed to ULFM (trap 1): from MPI init to MPI_Finalize.
+    std::optional<ft::ExitNotices> exit_notices;
 };
 
 struct Runtime::Impl {

@@ -1,0 +1,45 @@
+// PRRTE's notice that a process exited with a non-zero code, handed to ULFM as a process failure.
+//
+// When a rank exit()s or _exit()s with a non-zero code, PRRTE tells every process of its job at
+// once (a PMIx event, PMIX_ERR_EXIT_NONZERO_TERM), but ULFM listens only for deaths by signal,
+// aborts and exits without finalize (docs/ulfm-traps.md trap 1). Over TCP the closed socket
+// reports the exit anyway; over shared memory nothing did, and the survivors waited in their
+// collective until Open MPI's in-band detector timed out, or forever without it. This handler
+// takes the notice and re-raises it inside this process as PMIX_ERR_PROC_TERM_WO_SYNC about the
+// same process, the event ULFM itself uses to pass a failure on, so the survivors' pending
+// operations fail with MPIX_ERR_PROC_FAILED in milliseconds on every transport.
+//
+// The PMIx client is the one this process's MPI already runs: its functions are looked up in
+// the process (dlsym), nothing links a second PMIx. Where it is not there (an MPI without PMIx,
+// or flashrec built without PMIx's header), `active()` is false and a reason says why.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace flashrec::ft {
+
+class ExitNotices {
+public:
+    // After MPI init: registers the handler. Never throws; see active()/unavailable().
+    ExitNotices();
+    // Before MPI_Finalize: deregisters it.
+    ~ExitNotices();
+    ExitNotices(const ExitNotices&) = delete;
+    ExitNotices& operator=(const ExitNotices&) = delete;
+
+    bool active() const { return registered_; }
+    // Why the handler is not registered, for the log; nullopt when it is.
+    const std::optional<std::string>& unavailable() const { return unavailable_; }
+
+    // Notices this process passed on to ULFM so far (all instances; for logs and tests).
+    static std::uint64_t forwarded();
+
+private:
+    bool registered_ = false;
+    std::size_t handler_ref_ = 0;
+    std::optional<std::string> unavailable_;
+};
+
+}  // namespace flashrec::ft

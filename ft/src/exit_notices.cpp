@@ -1,0 +1,164 @@
+#include "flashrec/ft/exit_notices.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#if FLASHREC_HAVE_PMIX
+#include <dlfcn.h>
+#include <pmix.h>
+#endif
+
+namespace flashrec::ft {
+
+namespace {
+
+std::atomic<std::uint64_t> forwarded_count{0};
+
+}  // namespace
+
+std::uint64_t ExitNotices::forwarded() { return forwarded_count.load(); }
+
+#if !FLASHREC_HAVE_PMIX
+
+ExitNotices::ExitNotices()
+    : unavailable_("flashrec was built without PMIx's header (pmix.h; scripts/setup.sh installs libpmix-dev)") {}
+
+ExitNotices::~ExitNotices() = default;
+
+#else
+
+namespace {
+
+// The PMIx client of this process's MPI, found in the process: the header gives the types only.
+struct PmixApi {
+    decltype(&PMIx_Register_event_handler) register_handler = nullptr;
+    decltype(&PMIx_Deregister_event_handler) deregister_handler = nullptr;
+    decltype(&PMIx_Notify_event) notify = nullptr;
+
+    static const PmixApi& get() {
+        static const PmixApi api = [] {
+            PmixApi a;
+            a.register_handler = reinterpret_cast<decltype(a.register_handler)>(dlsym(RTLD_DEFAULT, "PMIx_Register_event_handler"));
+            a.deregister_handler = reinterpret_cast<decltype(a.deregister_handler)>(dlsym(RTLD_DEFAULT, "PMIx_Deregister_event_handler"));
+            a.notify = reinterpret_cast<decltype(a.notify)>(dlsym(RTLD_DEFAULT, "PMIx_Notify_event"));
+            return a;
+        }();
+        return api;
+    }
+    bool complete() const { return register_handler && deregister_handler && notify; }
+};
+
+// What PMIx_Notify_event needs alive until its callback: one info naming the failed process.
+struct Notice {
+    pmix_proc_t failed{};
+    pmix_info_t affected{};
+};
+
+void notice_sent(pmix_status_t, void* cbdata) { delete static_cast<Notice*>(cbdata); }
+
+bool key_is(const pmix_info_t& info, const char* key) { return std::strncmp(info.key, key, PMIX_MAX_KEYLEN) == 0; }
+
+// Runs on PMIx's progress thread.
+void on_nonzero_exit(size_t, pmix_status_t, const pmix_proc_t* source, pmix_info_t info[], size_t ninfo,
+                     pmix_info_t*, size_t, pmix_event_notification_cbfunc_fn_t cbfunc, void* cbdata) {
+    auto* notice = new Notice;
+    notice->failed = *source;
+    int exit_code = -1;
+    for (size_t i = 0; i < ninfo; ++i) {
+        if (key_is(info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC && info[i].value.data.proc)
+            notice->failed = *info[i].value.data.proc;
+        else if (key_is(info[i], PMIX_EXIT_CODE) && info[i].value.type == PMIX_INT)
+            exit_code = info[i].value.data.integer;
+    }
+    std::strncpy(notice->affected.key, PMIX_EVENT_AFFECTED_PROC, PMIX_MAX_KEYLEN);
+    notice->affected.value.type = PMIX_PROC;
+    notice->affected.value.data.proc = &notice->failed;
+    // Local to this process: every process of the job had PRRTE's notice and passes it on itself.
+    const pmix_status_t rc = PmixApi::get().notify(PMIX_ERR_PROC_TERM_WO_SYNC, &notice->failed, PMIX_RANGE_PROC_LOCAL,
+                                                   &notice->affected, 1, notice_sent, notice);
+    const bool sent = rc == PMIX_SUCCESS;
+    if (sent) forwarded_count.fetch_add(1);
+    std::fprintf(stderr,
+                 "flashrec[pid %d]: MPI process %u of %s exited with code %d; %s (docs/ulfm-traps.md, trap 1)\n",
+                 static_cast<int>(::getpid()), notice->failed.rank, notice->failed.nspace, exit_code,
+                 sent ? "passed to ULFM as a process failure" : "could not pass it to ULFM");
+    if (!sent) delete notice;
+    if (cbfunc) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
+}
+
+// PMIx answers registration and removal on its own thread.
+struct Reply {
+    std::mutex mutex;
+    std::condition_variable done_cv;
+    bool done = false;
+    pmix_status_t status = PMIX_ERROR;
+    size_t ref = 0;
+
+    void set(pmix_status_t s, size_t r) {
+        {
+            std::lock_guard lock(mutex);
+            status = s;
+            ref = r;
+            done = true;
+        }
+        done_cv.notify_all();
+    }
+    // Bounded: a PMIx whose server is gone must not keep this process from ending.
+    bool wait() {
+        std::unique_lock lock(mutex);
+        return done_cv.wait_for(lock, std::chrono::seconds(5), [&] { return done; });
+    }
+};
+
+}  // namespace
+
+ExitNotices::ExitNotices() {
+    const PmixApi& api = PmixApi::get();
+    if (!api.complete()) {
+        unavailable_ = "this process's MPI runs no PMIx client (PMIx_Register_event_handler not found)";
+        return;
+    }
+    pmix_status_t codes[] = {PMIX_ERR_EXIT_NONZERO_TERM};
+    pmix_info_t first{};
+    std::strncpy(first.key, PMIX_EVENT_HDLR_PREPEND, PMIX_MAX_KEYLEN);
+    first.value.type = PMIX_BOOL;
+    first.value.data.flag = true;
+    // Outlives this constructor when PMIx never answers: leaked then, on purpose.
+    auto* reply = new Reply;
+    const pmix_status_t rc = api.register_handler(
+        codes, 1, &first, 1, on_nonzero_exit,
+        [](pmix_status_t status, size_t ref, void* cbdata) { static_cast<Reply*>(cbdata)->set(status, ref); }, reply);
+    if (rc != PMIX_SUCCESS) {
+        unavailable_ = "PMIx_Register_event_handler failed with status " + std::to_string(rc);
+        delete reply;
+        return;
+    }
+    if (!reply->wait()) {
+        unavailable_ = "PMIx did not confirm the event handler within 5 s";
+        return;
+    }
+    if (reply->status != PMIX_SUCCESS) unavailable_ = "PMIx refused the event handler, status " + std::to_string(reply->status);
+    else {
+        registered_ = true;
+        handler_ref_ = reply->ref;
+    }
+    delete reply;
+}
+
+ExitNotices::~ExitNotices() {
+    if (!registered_) return;
+    auto* reply = new Reply;
+    const pmix_status_t rc = PmixApi::get().deregister_handler(
+        handler_ref_, [](pmix_status_t status, void* cbdata) { static_cast<Reply*>(cbdata)->set(status, 0); }, reply);
+    if (rc != PMIX_SUCCESS || reply->wait()) delete reply;
+}
+
+#endif
+
+}  // namespace flashrec::ft
