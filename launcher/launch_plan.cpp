@@ -548,8 +548,9 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
         out << "MPI network    " << ft::env::kBtlIf << "=" << plan.btl_if << " (unset: the subnet of the route to another node)\n";
     out << "MPI transport  " << cfg.mpi.transport
         << (cfg.mpi.transport == "tcp" ? std::string()
-                                       : ", in-band detector every " + std::to_string(cfg.mpi.detector_period_ms) +
-                                             " ms, timeout " + std::to_string(cfg.mpi.detector_timeout_ms) + " ms")
+            : cfg.mpi.detector          ? ", in-band detector every " + std::to_string(cfg.mpi.detector_period_ms) +
+                                              " ms, timeout " + std::to_string(cfg.mpi.detector_timeout_ms) + " ms"
+                                        : ", exits reported by PRRTE's notices (mpi.detector off)")
         << " (mpi.transport; " << ft::env::kTransport << " overrides; the mpirun flags above)\n";
     out << "control plane  " << cfg.detection.bind << ":" << cfg.detection.port << ", heartbeat "
         << cfg.detection.heartbeat_ms << " ms, hang timeout " << cfg.detection.hang_timeout_ms << " ms\n";

@@ -24,6 +24,14 @@ std::atomic<std::uint64_t> forwarded_count{0};
 
 std::uint64_t ExitNotices::forwarded() { return forwarded_count.load(); }
 
+std::optional<std::string> exits_unseen(bool shared_memory, bool detector_on, const ExitNotices& notices) {
+    if (!shared_memory || detector_on || notices.active()) return std::nullopt;
+    return "over shared memory a rank that exits with a non-zero code is reported failed only by PRRTE's notice, "
+           "and this process cannot pass it to ULFM (" + notices.unavailable().value_or("unknown reason") +
+           "): such an exit would hang the survivors. Use mpi.transport: tcp, or mpi.detector: true "
+           "(docs/ulfm-traps.md, trap 1)";
+}
+
 #if !FLASHREC_HAVE_PMIX
 
 ExitNotices::ExitNotices()

@@ -60,9 +60,9 @@ std::optional<std::chrono::milliseconds> ticker_interval(const InBandDetector& d
 std::optional<std::string> detector_mismatch(bool wanted, const InBandDetector& detector) {
     if (!wanted) return std::nullopt;
     if (!detector.on)
-        return "mpi.transport asks for shared memory with Open MPI's in-band failure detector, but MPI runs without "
-               "the detector (not started through tools/fr-mpirun with FLASHREC_TRANSPORT?): over sm a rank that "
-               "exit()s may never be reported failed and the survivors hang (docs/ulfm-traps.md trap 1)";
+        return "mpi.detector asks for Open MPI's in-band failure detector, but MPI runs without it (not started "
+               "through tools/fr-mpirun with FLASHREC_TRANSPORT and FLASHREC_DETECTOR?): a hung rank is then found "
+               "by the launcher's hang timeout only";
     if (detector.own_thread)
         return "Open MPI's in-band failure detector runs its own thread (mpi_ft_detector_thread): MPI_Finalize hung "
                "after a failure that way (docs/ulfm-traps.md trap 11)";

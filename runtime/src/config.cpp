@@ -195,6 +195,7 @@ const std::vector<Field<Detection>>& detection_fields() {
 const std::vector<Field<Mpi>>& mpi_fields() {
     static const std::vector<Field<Mpi>> fields = {
         {.key = "transport", .member = &Mpi::transport, .choices = kTransports, .refused = refused_transport},
+        {.key = "detector", .member = &Mpi::detector},
         {.key = "detector_period_ms", .member = &Mpi::detector_period_ms, .min = 1},
         {.key = "detector_timeout_ms", .member = &Mpi::detector_timeout_ms, .min = 1},
     };
@@ -810,6 +811,10 @@ Mpi with_environment(const Mpi& mpi, const std::function<const char*(const char*
         if (!value || *value < 1) fail(name, "must be a whole number of milliseconds >= 1, got " + in_quotes(*text));
         into = *value;
     };
+    if (const auto detector = given(ft::env::kDetector)) {
+        if (*detector != "on" && *detector != "off") fail(ft::env::kDetector, "must be on or off, got " + in_quotes(*detector));
+        out.detector = *detector == "on";
+    }
     milliseconds(ft::env::kDetectorPeriodMs, out.detector_period_ms);
     milliseconds(ft::env::kDetectorTimeoutMs, out.detector_timeout_ms);
     if (const auto problem = detector_problem(out))
@@ -819,6 +824,7 @@ Mpi with_environment(const Mpi& mpi, const std::function<const char*(const char*
 
 std::vector<std::pair<std::string, std::string>> wrapper_variables(const Mpi& mpi) {
     return {{ft::env::kTransport, mpi.transport},
+            {ft::env::kDetector, mpi.detector ? "on" : "off"},
             {ft::env::kDetectorPeriodMs, std::to_string(mpi.detector_period_ms)},
             {ft::env::kDetectorTimeoutMs, std::to_string(mpi.detector_timeout_ms)}};
 }

@@ -231,8 +231,11 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     pristine = !relaunched;
     timeline.debug = cfg.logging.level == "debug";
     cfg.mpi = config::with_environment(cfg.mpi, [](const char* name) { return std::getenv(name); });
-    if (const auto problem = ft::detector_mismatch(cfg.mpi.transport != "tcp", mpi.detector); problem && world_rank == 0)
-        std::fprintf(stderr, "flashrec[pid %d]: warning: %s\n", static_cast<int>(getpid()), problem->c_str());
+    const bool shared_memory = cfg.mpi.transport != "tcp";
+    for (const auto& problem : {ft::detector_mismatch(shared_memory && cfg.mpi.detector, mpi.detector),
+                                ft::exits_unseen(shared_memory, mpi.detector.on, *mpi.exit_notices)})
+        if (problem && world_rank == 0)
+            std::fprintf(stderr, "flashrec[pid %d]: warning: %s\n", static_cast<int>(getpid()), problem->c_str());
 
     for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
     faults = runtime::FaultInjector(cfg.faults, !spares::was_spawned());

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flashrec/errors.hpp"
+#include "flashrec/ft/exit_notices.hpp"
 #include "flashrec/ft/progress_ticker.hpp"
 #include "flashrec/runtime/config.hpp"
 
@@ -38,6 +39,9 @@ std::string error_of(const std::string& yaml) {
 TEST_CASE("mpi: defaults, yaml, and what train.yaml refuses") {
     const auto defaults = config::parse("job: {name: t}\n", "train.yaml").mpi;
     CHECK(defaults.transport == "tcp");
+    CHECK_FALSE(defaults.detector);
+    CHECK(config::parse("mpi: {transport: shm, detector: true}\n", "train.yaml").mpi.detector);
+    CHECK(error_of("mpi: {detector: yes please}\n").find("mpi.detector") != std::string::npos);
     CHECK(defaults.detector_period_ms == 200);
     CHECK(defaults.detector_timeout_ms == 2000);
     const auto set = config::parse("mpi: {transport: shm, detector_period_ms: 100, detector_timeout_ms: 500}\n",
@@ -68,6 +72,10 @@ TEST_CASE("mpi: the environment overrides train.yaml; empty means unset") {
     const auto both = with(yaml, {{"FLASHREC_DETECTOR_PERIOD_MS", "50"}, {"FLASHREC_DETECTOR_TIMEOUT_MS", "400"}});
     CHECK(both.detector_period_ms == 50);
     CHECK(both.detector_timeout_ms == 400);
+    CHECK(with(yaml, {{"FLASHREC_DETECTOR", "on"}}).detector);
+    CHECK_FALSE(with(config::Mpi{.detector = true}, {{"FLASHREC_DETECTOR", "off"}}).detector);
+    CHECK_THROWS_WITH_AS(with(yaml, {{"FLASHREC_DETECTOR", "true"}}),
+                         doctest::Contains("FLASHREC_DETECTOR must be on or off, got 'true'"), flashrec::ConfigError);
     CHECK_THROWS_WITH_AS(with(yaml, {{"FLASHREC_TRANSPORT", "ofi"}}),
                          doctest::Contains("FLASHREC_TRANSPORT is 'ofi', which Open MPI 5.0.10 cannot run"),
                          flashrec::ConfigError);
@@ -86,10 +94,13 @@ TEST_CASE("mpi: what fr-mpirun is told") {
     mpi.detector_period_ms = 100;
     mpi.detector_timeout_ms = 1000;
     const auto vars = config::wrapper_variables(mpi);
-    REQUIRE(vars.size() == 3);
+    REQUIRE(vars.size() == 4);
     CHECK(vars[0] == std::pair<std::string, std::string>{"FLASHREC_TRANSPORT", "auto"});
-    CHECK(vars[1] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR_PERIOD_MS", "100"});
-    CHECK(vars[2] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR_TIMEOUT_MS", "1000"});
+    CHECK(vars[1] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR", "off"});
+    CHECK(vars[2] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR_PERIOD_MS", "100"});
+    CHECK(vars[3] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR_TIMEOUT_MS", "1000"});
+    mpi.detector = true;
+    CHECK(config::wrapper_variables(mpi)[1].second == "on");
 }
 
 TEST_CASE("progress ticker: only for the in-band detector without its own thread") {
@@ -106,6 +117,21 @@ TEST_CASE("detector mismatch: said only when the job asked for the detector") {
     CHECK_FALSE(detector_mismatch(false, InBandDetector{}));
     CHECK_FALSE(detector_mismatch(false, InBandDetector{.on = true, .own_thread = true}));
     CHECK_FALSE(detector_mismatch(true, InBandDetector{.on = true, .period_s = 0.2, .timeout_s = 2}));
-    CHECK(detector_mismatch(true, InBandDetector{})->find("trap 1") != std::string::npos);
+    CHECK(detector_mismatch(true, InBandDetector{})->find("mpi.detector asks") != std::string::npos);
     CHECK(detector_mismatch(true, InBandDetector{.on = true, .own_thread = true})->find("trap 11") != std::string::npos);
+}
+
+TEST_CASE("exit notices: without a PMIx client they say why, and shared memory without them is named") {
+    // No MPI_Init here: the process has MPI's PMIx library loaded but no PMIx client running.
+    const flashrec::ft::ExitNotices notices;
+    CHECK_FALSE(notices.active());
+    REQUIRE(notices.unavailable());
+    CHECK_FALSE(notices.unavailable()->empty());
+    using flashrec::ft::exits_unseen;
+    CHECK_FALSE(exits_unseen(false, false, notices));  // tcp: the closed socket reports the exit
+    CHECK_FALSE(exits_unseen(true, true, notices));    // the in-band detector does, later
+    const auto problem = exits_unseen(true, false, notices);
+    REQUIRE(problem);
+    CHECK(problem->find(*notices.unavailable()) != std::string::npos);
+    CHECK(problem->find("trap 1") != std::string::npos);
 }

@@ -38,7 +38,9 @@ inline constexpr char kBtlIf[] = "FLASHREC_BTL_IF";
 // mpi.transport for tools/fr-mpirun: tcp | shm | auto (the launcher sets it from train.yaml;
 // set by the user, it overrides train.yaml). Unset: tcp.
 inline constexpr char kTransport[] = "FLASHREC_TRANSPORT";
-// mpi.detector_period_ms / mpi.detector_timeout_ms for tools/fr-mpirun (shm), the same way.
+// mpi.detector (on | off), mpi.detector_period_ms / mpi.detector_timeout_ms for
+// tools/fr-mpirun (shm), the same way.
+inline constexpr char kDetector[] = "FLASHREC_DETECTOR";
 inline constexpr char kDetectorPeriodMs[] = "FLASHREC_DETECTOR_PERIOD_MS";
 inline constexpr char kDetectorTimeoutMs[] = "FLASHREC_DETECTOR_TIMEOUT_MS";
 

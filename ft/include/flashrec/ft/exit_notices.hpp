@@ -42,4 +42,9 @@ private:
     std::optional<std::string> unavailable_;
 };
 
+// What is wrong when a shared-memory transport runs with neither the notices nor Open MPI's
+// in-band detector: a rank's non-zero exit would then never be reported and the survivors hang
+// (trap 1). nullopt when either is there, or over TCP.
+std::optional<std::string> exits_unseen(bool shared_memory, bool detector_on, const ExitNotices& notices);
+
 }  // namespace flashrec::ft

@@ -29,8 +29,8 @@ InBandDetector read_in_band_detector();
 // or it runs its own thread).
 std::optional<std::chrono::milliseconds> ticker_interval(const InBandDetector& detector);
 
-// What is wrong when the job asked for the in-band detector (mpi.transport shm or auto) and MPI
-// runs otherwise; nullopt when they agree or nothing was asked.
+// What is wrong when the job asked for the in-band detector (mpi.detector with a shared-memory
+// transport) and MPI runs otherwise; nullopt when they agree or nothing was asked.
 std::optional<std::string> detector_mismatch(bool wanted, const InBandDetector& detector);
 
 // A thread that calls MPI_Iprobe on a private duplicate of MPI_COMM_SELF every `interval`.

@@ -83,12 +83,15 @@ struct Detection {
 
 // How the MPI job's processes talk (docs/config.md, "mpi"); tools/fr-mpirun turns it into MCA flags.
 //   tcp   btl tcp,self: every byte over TCP, loopback inside a node.
-//   shm   btl tcp,sm,self (shared memory inside a node, TCP between nodes) + Open MPI's in-band
-//         failure detector, without which a rank that exit()s is never reported over sm
-//         (docs/ulfm-traps.md traps 1 and 11).
+//   shm   btl tcp,sm,self (shared memory inside a node, TCP between nodes); a rank's non-zero
+//         exit reaches ULFM through PRRTE's notice (ft/exit_notices.hpp, docs/ulfm-traps.md
+//         trap 1), not through a socket.
 //   auto  the fastest of them that passes the ulfm conformance set here (fr-mpirun decides).
+// detector: Open MPI's in-band heartbeat failure detector (shm only; off by default: it
+// declared live ranks failed on a loaded machine, trap 11, and nothing needs it since the notices).
 struct Mpi {
     std::string transport = "tcp";
+    bool detector = false;            // mpi_ft_detector on (shm)
     int detector_period_ms = 200;     // heartbeat period of the in-band detector (shm)
     int detector_timeout_ms = 2000;   // a peer silent this long is declared failed (shm)
 };
