@@ -270,7 +270,7 @@ def main():
                     "--transport shm for shared memory as flashrec runs it (with the failure detector)")
     ap.add_argument("--transport", choices=sorted(TRANSPORT_BTL),
                     help="mpi.transport for the jobs and the bandwidth reference (FLASHREC_TRANSPORT, read by "
-                    "tools/fr-mpirun); default: the environment's, else tcp")
+                    "tools/fr-mpirun); default: the environment's, else auto (fr-mpirun's default)")
     ap.add_argument("--every", nargs="+", help="the protection.every table for these values "
                     "(integers and/or auto) instead of the overhead table")
     ap.add_argument("--budget", type=float, default=0.03, help="protection.overhead_budget of the auto runs")
@@ -298,7 +298,7 @@ def main():
         os.environ["FLASHREC_BTL"] = a.btl
     if a.transport:
         os.environ["FLASHREC_TRANSPORT"] = a.transport
-    transport = os.environ.get("FLASHREC_TRANSPORT") or "tcp"
+    transport = os.environ.get("FLASHREC_TRANSPORT") or "auto"
     btl = os.environ.get("FLASHREC_BTL", TRANSPORT_BTL[transport])
     extra = ""
     if a.chunk_bytes:

@@ -546,7 +546,7 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
     out << "\n";
     if (!plan.btl_if.empty())
         out << "MPI network    " << ft::env::kBtlIf << "=" << plan.btl_if << " (unset: the subnet of the route to another node)\n";
-    out << "MPI transport  " << cfg.mpi.transport
+    out << "MPI transport  " << cfg.mpi.transport << (cfg.mpi.transport == "auto" ? " = shm" : "")
         << (cfg.mpi.transport == "tcp" ? std::string()
             : cfg.mpi.detector          ? ", in-band detector every " + std::to_string(cfg.mpi.detector_period_ms) +
                                               " ms, timeout " + std::to_string(cfg.mpi.detector_timeout_ms) + " ms"

@@ -38,7 +38,7 @@ std::string error_of(const std::string& yaml) {
 
 TEST_CASE("mpi: defaults, yaml, and what train.yaml refuses") {
     const auto defaults = config::parse("job: {name: t}\n", "train.yaml").mpi;
-    CHECK(defaults.transport == "tcp");
+    CHECK(defaults.transport == "auto");
     CHECK_FALSE(defaults.detector);
     CHECK(config::parse("mpi: {transport: shm, detector: true}\n", "train.yaml").mpi.detector);
     CHECK(error_of("mpi: {detector: yes please}\n").find("mpi.detector") != std::string::npos);

@@ -36,7 +36,7 @@ inline constexpr char kBtlIf[] = "FLASHREC_BTL_IF";
 // --- read by the launcher or the ranks, set by the user or by tests ---
 
 // mpi.transport for tools/fr-mpirun: tcp | shm | auto (the launcher sets it from train.yaml;
-// set by the user, it overrides train.yaml). Unset: tcp.
+// set by the user, it overrides train.yaml). Unset: auto.
 inline constexpr char kTransport[] = "FLASHREC_TRANSPORT";
 // mpi.detector (on | off), mpi.detector_period_ms / mpi.detector_timeout_ms for
 // tools/fr-mpirun (shm), the same way.

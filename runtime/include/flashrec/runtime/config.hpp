@@ -90,7 +90,7 @@ struct Detection {
 // detector: Open MPI's in-band heartbeat failure detector (shm only; off by default: it
 // declared live ranks failed on a loaded machine, trap 11, and nothing needs it since the notices).
 struct Mpi {
-    std::string transport = "tcp";
+    std::string transport = "auto";
     bool detector = false;            // mpi_ft_detector on (shm)
     int detector_period_ms = 200;     // heartbeat period of the in-band detector (shm)
     int detector_timeout_ms = 2000;   // a peer silent this long is declared failed (shm)
