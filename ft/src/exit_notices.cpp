@@ -16,14 +16,6 @@
 
 namespace flashrec::ft {
 
-namespace {
-
-std::atomic<std::uint64_t> forwarded_count{0};
-
-}  // namespace
-
-std::uint64_t ExitNotices::forwarded() { return forwarded_count.load(); }
-
 std::optional<std::string> exits_unseen(bool shared_memory, bool detector_on, const ExitNotices& notices) {
     if (!shared_memory || detector_on || notices.active()) return std::nullopt;
     return "over shared memory a rank that exits with a non-zero code is reported failed only by PRRTE's notice, "
@@ -34,7 +26,7 @@ std::optional<std::string> exits_unseen(bool shared_memory, bool detector_on, co
 
 #if !FLASHREC_HAVE_PMIX
 
-ExitNotices::ExitNotices()
+ExitNotices::ExitNotices(bool)
     : unavailable_("flashrec was built without PMIx's header (pmix.h; scripts/setup.sh installs libpmix-dev)") {}
 
 ExitNotices::~ExitNotices() = default;
@@ -70,6 +62,9 @@ struct Notice {
 
 void notice_sent(pmix_status_t, void* cbdata) { delete static_cast<Notice*>(cbdata); }
 
+// The handler gets no context of its own from PMIx; one process registers one handler.
+std::atomic<bool> announce_notices{false};
+
 bool key_is(const pmix_info_t& info, const char* key) { return std::strncmp(info.key, key, PMIX_MAX_KEYLEN) == 0; }
 
 // Runs on PMIx's progress thread.
@@ -90,13 +85,14 @@ void on_nonzero_exit(size_t, pmix_status_t, const pmix_proc_t* source, pmix_info
     // Local to this process: every process of the job had PRRTE's notice and passes it on itself.
     const pmix_status_t rc = PmixApi::get().notify(PMIX_ERR_PROC_TERM_WO_SYNC, &notice->failed, PMIX_RANGE_PROC_LOCAL,
                                                    &notice->affected, 1, notice_sent, notice);
-    const bool sent = rc == PMIX_SUCCESS;
-    if (sent) forwarded_count.fetch_add(1);
-    std::fprintf(stderr,
-                 "flashrec[pid %d]: MPI process %u of %s exited with code %d; %s (docs/ulfm-traps.md, trap 1)\n",
-                 static_cast<int>(::getpid()), notice->failed.rank, notice->failed.nspace, exit_code,
-                 sent ? "passed to ULFM as a process failure" : "could not pass it to ULFM");
-    if (!sent) delete notice;
+    // PMIX_OPERATION_SUCCEEDED: delivered at once, and the callback is not called.
+    const bool sent = rc == PMIX_SUCCESS || rc == PMIX_OPERATION_SUCCEEDED;
+    if (!sent || announce_notices.load())
+        std::fprintf(stderr,
+                     "flashrec[pid %d]: MPI process %u of %s exited with code %d; %s (docs/ulfm-traps.md, trap 1)\n",
+                     static_cast<int>(::getpid()), notice->failed.rank, notice->failed.nspace, exit_code,
+                     sent ? "passed to ULFM as a process failure" : "could not pass it to ULFM");
+    if (rc != PMIX_SUCCESS) delete notice;
     if (cbfunc) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
 }
 
@@ -126,7 +122,8 @@ struct Reply {
 
 }  // namespace
 
-ExitNotices::ExitNotices() {
+ExitNotices::ExitNotices(bool announce) {
+    announce_notices.store(announce);
     const PmixApi& api = PmixApi::get();
     if (!api.complete()) {
         unavailable_ = "this process's MPI runs no PMIx client (PMIx_Register_event_handler not found)";

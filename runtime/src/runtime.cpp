@@ -189,7 +189,9 @@ MpiSession::MpiSession(int& argc, char**& argv) {
         MPI_Comm_free(&host);
     }
     host_oversubscribed = on_host > ::sysconf(_SC_NPROCESSORS_ONLN);
-    exit_notices.emplace();
+    int world_rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    exit_notices.emplace(world_rank == 0);
     detector = ft::read_in_band_detector();
     if (const auto interval = ft::ticker_interval(detector)) ticker.emplace(*interval);
     ft::leave_by_signal(detector.on);

@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
         ticker.emplace(*interval);
     flashrec::ft::leave_by_signal(detector.on);
     std::optional<flashrec::ft::ExitNotices> exit_notices;
-    if (!no_exit_notices) exit_notices.emplace();
+    if (!no_exit_notices) exit_notices.emplace(rank == 0);
     if (rank == 0)
         std::printf("conformance: {\"role\":\"setup\",\"detector\":%s,\"detector_thread\":%s,\"period_s\":%g,"
                     "\"timeout_s\":%g,\"ticker_ms\":%lld,\"exit_notices\":%s}\n",

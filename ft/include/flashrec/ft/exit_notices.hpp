@@ -14,7 +14,6 @@
 // or flashrec built without PMIx's header), `active()` is false and a reason says why.
 #pragma once
 
-#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -23,7 +22,9 @@ namespace flashrec::ft {
 class ExitNotices {
 public:
     // After MPI init: registers the handler. Never throws; see active()/unavailable().
-    ExitNotices();
+    // `announce`: say on stderr each notice passed on (one process of a job does: every
+    // survivor gets each notice). A notice that cannot be passed on is always said.
+    explicit ExitNotices(bool announce = false);
     // Before MPI_Finalize: deregisters it.
     ~ExitNotices();
     ExitNotices(const ExitNotices&) = delete;
@@ -32,9 +33,6 @@ public:
     bool active() const { return registered_; }
     // Why the handler is not registered, for the log; nullopt when it is.
     const std::optional<std::string>& unavailable() const { return unavailable_; }
-
-    // Notices this process passed on to ULFM so far (all instances; for logs and tests).
-    static std::uint64_t forwarded();
 
 private:
     bool registered_ = false;
