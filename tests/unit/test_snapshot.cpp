@@ -7,7 +7,10 @@
 
 #include "scratch_job.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -700,6 +703,43 @@ TEST_CASE("under Slurm a node's segments are marked for the epilog, which remove
     CHECK(remove_all(neighbour.name()) == 2);
     ::unlink(("/dev/shm/flashrec-slurm-job." + other_slurm_job + "." + neighbour.name()).c_str());
     if (before) ::setenv("SLURM_JOB_ID", saved.c_str(), 1); else ::unsetenv("SLURM_JOB_ID");
+}
+
+TEST_CASE("the epilog removes the job user's Open MPI sm segments that nothing maps, once a minute old") {
+    namespace fs = std::filesystem;
+    const std::string uid = std::to_string(::getuid());
+    // Open MPI's names (sm_segment.<host>.<uid>.<jobid>.<rank>), with a host no machine has.
+    const auto segment = [&](const char* which) {
+        return "/dev/shm/sm_segment.t-epilog-" + std::to_string(::getpid()) + "." + uid + "." + which + ".0";
+    };
+    const auto make = [](const std::string& path, bool old) {
+        const int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+        REQUIRE(fd >= 0);
+        REQUIRE(::ftruncate(fd, 4096) == 0);
+        if (old) {
+            const struct timespec times[2] = {{::time(nullptr) - 300, 0}, {::time(nullptr) - 300, 0}};
+            REQUIRE(::futimens(fd, times) == 0);
+        }
+        return fd;
+    };
+    const std::string stale = segment("dead0001"), young = segment("dead0002"), mapped = segment("dead0003");
+    ::close(make(stale, true));
+    ::close(make(young, false));
+    const int mapped_fd = make(mapped, true);
+    void* map = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mapped_fd, 0);
+    REQUIRE(map != MAP_FAILED);
+    ::close(mapped_fd);
+    const std::string slurm_job = std::to_string(600000000 + ::getpid());
+    CHECK(std::system(("SLURM_JOB_ID=" + slurm_job + " SLURM_JOB_UID=" + std::to_string(::getuid() + 4242) + " " +
+                       FLASHREC_EPILOG).c_str()) == 0);
+    CHECK(fs::exists(stale));  // another user's job: none of this user's segments go
+    CHECK(std::system(("SLURM_JOB_ID=" + slurm_job + " SLURM_JOB_UID=" + uid + " " FLASHREC_EPILOG).c_str()) == 0);
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(young));   // a starting job's rank may not have mapped it yet
+    CHECK(fs::exists(mapped));  // a live job's
+    ::munmap(map, 4096);
+    ::unlink(young.c_str());
+    ::unlink(mapped.c_str());
 }
 
 TEST_CASE("the epilog without a Slurm job (a health check) keeps what it cannot prove gone") {
