@@ -144,7 +144,8 @@ void JobCore::handle(const DaemonLost& lost, Now now, Effects& fx) {
         incidents_.repairing(attempt_.index) || std::any_of(ranks_.begin(), ranks_.end(), [&](const RankInfo& r) {
             return r.registered_at >= attempt_.start && r.phase == ft::wire::Phase::recovery;
         });
-    if (nodes_.on(lost, view(), repairing, progress_.steps_completed(), now, fx)) incidents_.note_failure(now.steady);
+    if (nodes_.on(lost, view(), repairing, !progress_.all_registered(), progress_.steps_completed(), now, fx))
+        incidents_.note_failure(now.steady);
 }
 
 void JobCore::handle(const SignalReceived& signal, Now now, Effects& fx) {
@@ -263,7 +264,8 @@ void JobCore::judge(bool finished, Now now, Effects& fx) {
     for (const auto& r : ranks_)
         if (r.pid > 0) old_pids_.insert(r.pid);
     phase_ = JobPhase::tearing_down;
-    fx.emplace_back(TeardownAttempt{finished ? "the job finished; stragglers" : "the MPI job ended early"});
+    fx.emplace_back(TeardownAttempt{finished ? "the job finished; stragglers" : "the MPI job ended early",
+                                    finished ? std::vector<std::string>{} : nodes_.nodes_to_check(view())});
 }
 
 void JobCore::handle(const TeardownDone& teardown, Now now, Effects& fx) {
@@ -272,6 +274,7 @@ void JobCore::handle(const TeardownDone& teardown, Now now, Effects& fx) {
         finalize_restart(false, now, fx);
         return finish("finished", kExitOk, "", fx);
     }
+    nodes_.settle_suspects(teardown.unreachable_nodes, view(), progress_.steps_completed(), fx);
     if (teardown.allocation_nodes && layout_.slurm) nodes_.left_allocation(*teardown.allocation_nodes, view(), fx);
     if (attempt_.launch.checkpoint_and_exit && !interrupt_signal_ && !nodes_.book().any_lost())
         return end_checkpoint_for_requeue(teardown, fx);

@@ -44,10 +44,11 @@ struct StartAttempt {
     LaunchKind launch;
     Layout layout;
 };
-// End every process of the attempt, log the teardown record, drain mpirun's output, hand in
-// TeardownDone.
+// End every process of the attempt, log the teardown record, drain mpirun's output, check
+// `check_nodes` (under Slurm: can srun start a process there?), hand in TeardownDone.
 struct TeardownAttempt {
     std::string why;
+    std::vector<std::string> check_nodes;
 };
 // Drain a Slurm node (from the main loop, after what follows has started).
 struct Drain {

@@ -72,6 +72,9 @@ struct TeardownDone {
     // Under Slurm: the nodes the job holds now (slurm::job_nodes); a --no-kill job loses a node
     // Slurm found dead. nullopt outside Slurm, or when the controller did not answer.
     std::optional<std::vector<std::string>> allocation_nodes;
+    // Of TeardownAttempt::check_nodes, those where srun could not start a process; nullopt when
+    // none were asked for or the check could not run.
+    std::optional<std::vector<std::string>> unreachable_nodes;
 };
 
 using Input = std::variant<ft::records::Step, ft::records::FaultInjected, ft::records::CheckpointPublished,

@@ -31,6 +31,12 @@ public:
     // The nodes lost in this attempt, forgotten as lost (the caller gives up on them).
     std::set<std::string> take_lost() { return std::exchange(lost_, {}); }
 
+    // Named by PRRTE while the attempt was starting: not lost until a check at the attempt's end
+    // says so (NodeWatch::settle_suspects).
+    void mark_suspect(const std::string& node) { suspects_.insert(node); }
+    bool any_suspect() const { return !suspects_.empty(); }
+    std::set<std::string> take_suspects() { return std::exchange(suspects_, {}); }
+
     // Given up on: never used again. false if it already was.
     bool give_up(const std::string& node) { return bad_.insert(node).second; }
     bool given_up(const std::string& node) const { return bad_.count(node) > 0; }
@@ -39,7 +45,7 @@ public:
 
 private:
     std::vector<std::string> nodes_;
-    std::set<std::string> lost_, bad_;
+    std::set<std::string> lost_, bad_, suspects_;
 };
 
 }  // namespace flashrec::launcher

@@ -7,8 +7,8 @@
 
 namespace flashrec::launcher {
 
-bool NodeWatch::on(const DaemonLost& lost, const JobView& job, bool repairing, std::int64_t steps_done, Now now,
-                   Effects& fx) {
+bool NodeWatch::on(const DaemonLost& lost, const JobView& job, bool repairing, bool starting, std::int64_t steps_done,
+                   Now now, Effects& fx) {
     const std::string node = book_.node_of_host(lost.host);
     if (node.empty() || book_.is_lost(node) || book_.given_up(node) || job.torn_down()) return false;
     const bool just_spawned = last_spawn_.first == job.attempt.index && now.steady - last_spawn_.second < kSpawnDaemonGrace;
@@ -22,17 +22,68 @@ bool NodeWatch::on(const DaemonLost& lost, const JobView& job, bool repairing, s
                     "the MPI job ends; the relaunch puts the replacement on " + node);
         return false;
     }
+    if (starting && plan_.allocation) {
+        // srun started the launch's daemons as one step; a node that fails it ends them all, and
+        // PRRTE reports whichever connection it lost first (issue 29's cluster soak: a healthy
+        // node named, the dead one kept, until every spare was drained).
+        book_.mark_suspect(node);
+        log(fx, "daemon_lost_starting", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", lost.evidence}});
+        say(fx, "mpirun lost its daemon on " + node + " while the MPI job was starting: which node failed is " +
+                    "checked when the attempt has ended (PRRTE names the first daemon it lost; srun ends them all " +
+                    "when one node fails)");
+        return true;
+    }
     book_.mark_lost(node);
     log(fx, "node_lost", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", lost.evidence}, {"step", steps_done}});
     say(fx, "FAILURE: node " + node + " lost: " + lost.evidence);
     return true;
 }
 
+namespace {
+
+// Every node of the launch: PRRTE starts a daemon on each (Layout::hostfile).
+std::set<std::string> layout_nodes(const Layout& layout) {
+    std::set<std::string> used(layout.reserve_nodes.begin(), layout.reserve_nodes.end());
+    for (const auto& p : layout.processes) used.insert(p.node);
+    if (!layout.spare_node.empty()) used.insert(layout.spare_node);
+    return used;
+}
+
+}  // namespace
+
+std::vector<std::string> NodeWatch::nodes_to_check(const JobView& job) const {
+    if (!book_.any_suspect()) return {};
+    std::vector<std::string> out;
+    for (const auto& node : layout_nodes(job.layout))
+        if (!book_.is_lost(node) && !book_.given_up(node)) out.push_back(node);
+    return out;
+}
+
+void NodeWatch::settle_suspects(const std::optional<std::vector<std::string>>& unreachable, const JobView& job,
+                                std::int64_t steps_done, Effects& fx) {
+    const std::set<std::string> suspects = book_.take_suspects();
+    if (suspects.empty()) return;
+    const auto lose = [&](const std::string& node, const std::string& evidence) {
+        if (book_.is_lost(node) || book_.given_up(node)) return;
+        book_.mark_lost(node);
+        log(fx, "node_lost", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", evidence}, {"step", steps_done}});
+        say(fx, "FAILURE: node " + node + " lost: " + evidence);
+    };
+    if (!unreachable) {
+        for (const auto& node : suspects)
+            lose(node, "mpirun lost its daemon there as the job started (PRRTE; not checked with srun)");
+        return;
+    }
+    for (const auto& node : *unreachable) lose(node, "srun could not start a process there");
+    for (const auto& node : suspects)
+        if (std::find(unreachable->begin(), unreachable->end(), node) == unreachable->end()) {
+            log(fx, "daemon_loss_unconfirmed", {{"node", node}, {"attempt", job.attempt.index}});
+            say(fx, "PRRTE named " + node + ", but srun starts processes there: " + node + " is not counted lost");
+        }
+}
+
 void NodeWatch::left_allocation(const std::vector<std::string>& held, const JobView& job, Effects& fx) {
-    std::set<std::string> used(job.layout.reserve_nodes.begin(), job.layout.reserve_nodes.end());
-    for (const auto& p : job.layout.processes) used.insert(p.node);
-    if (!job.layout.spare_node.empty()) used.insert(job.layout.spare_node);
-    for (const auto& node : used) {
+    for (const auto& node : layout_nodes(job.layout)) {
         if (std::find(held.begin(), held.end(), node) != held.end() || book_.is_lost(node) || book_.given_up(node))
             continue;
         book_.mark_lost(node);

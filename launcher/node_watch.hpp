@@ -3,9 +3,11 @@
 // the node they now run on. Pure: time passed in, effects returned.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "job_effects.hpp"
 #include "job_inputs.hpp"
@@ -21,10 +23,20 @@ public:
     const NodeBook& book() const { return book_; }
     NodeBook& book() { return book_; }
 
-    // PRRTE lost its daemon on a host. `repairing`: an in-job repair is under way. true: the node
-    // is now lost (a failure of this attempt); false: not one of the job's nodes, known already,
-    // or the spawn trap (logged as spawn_daemon_lost).
-    bool on(const DaemonLost& lost, const JobView& job, bool repairing, std::int64_t steps_done, Now now, Effects& fx);
+    // PRRTE lost its daemon on a host. `repairing`: an in-job repair is under way; `starting`: not
+    // every active role of the attempt registered yet. true: a failure of this attempt, the node
+    // lost (or, under Slurm while starting, a suspect: PRRTE names whichever daemon it lost first
+    // when srun ends them all because one node failed); false: not one of the job's nodes, known
+    // already, or the spawn trap (logged as spawn_daemon_lost).
+    bool on(const DaemonLost& lost, const JobView& job, bool repairing, bool starting, std::int64_t steps_done, Now now,
+            Effects& fx);
+    // The nodes to check at the attempt's end (TeardownAttempt::check_nodes): every node of the
+    // layout when PRRTE named a suspect, else none.
+    std::vector<std::string> nodes_to_check(const JobView& job) const;
+    // At the attempt's end: `unreachable`, the checked nodes that did not start a process (nullopt:
+    // not checked, PRRTE's word stands). Those are lost; a suspect that answered is not.
+    void settle_suspects(const std::optional<std::vector<std::string>>& unreachable, const JobView& job,
+                         std::int64_t steps_done, Effects& fx);
     // After an attempt ended, under Slurm: the nodes the job still holds (`held`). A node of the
     // layout Slurm dropped from the job (it found the node dead) is lost in this attempt, though
     // nothing of the MPI job said so (a node killed as a relaunch started its daemons there).

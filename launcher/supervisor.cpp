@@ -69,6 +69,7 @@ private:
     void run_pending_drains();
     // The nodes the Slurm job holds now (a --no-kill job loses the ones Slurm found dead).
     std::optional<std::vector<std::string>> allocation_nodes_now();
+    std::optional<std::vector<std::string>> unreachable_nodes(const std::vector<std::string>& nodes);
     void requeue(std::int64_t step);
 
     const Plan& plan_;
@@ -213,6 +214,7 @@ void Supervisor::execute(const Effect& effect) {
         TeardownDone done;
         done.checkpoint_step = newest_checkpoint(plan_.cfg, done.no_checkpoint_why);
         done.allocation_nodes = allocation_nodes_now();
+        done.unreachable_nodes = unreachable_nodes(down->check_nodes);
         feed(done, now());
     } else if (const auto* drain = std::get_if<Drain>(&effect)) {
         pending_drains_.push_back(*drain);
@@ -264,6 +266,20 @@ std::optional<std::vector<std::string>> Supervisor::allocation_nodes_now() {
         return slurm::job_nodes(plan_.allocation->job_id, std::chrono::seconds(5));
     } catch (const std::exception& e) {
         log("allocation_unknown", {{"job_id", plan_.allocation->job_id}, {"error", e.what()}});
+        return std::nullopt;
+    }
+}
+
+std::optional<std::vector<std::string>> Supervisor::unreachable_nodes(const std::vector<std::string>& nodes) {
+    if (nodes.empty() || !plan_.allocation) return std::nullopt;
+    const auto start = now().steady;
+    try {
+        auto out = slurm::unreachable_nodes(plan_.allocation->job_id, nodes, kNodeCheckLimit);
+        log("node_check", {{"nodes", nodes}, {"unreachable", out}, {"ms", round3(ms_between(start, now().steady))}});
+        return out;
+    } catch (const std::exception& e) {
+        log("node_check", {{"nodes", nodes}, {"error", e.what()}});
+        say(std::string("could not check the job's nodes with srun: ") + e.what());
         return std::nullopt;
     }
 }

@@ -1,6 +1,7 @@
 #include "flashrec/slurm/allocation.hpp"
 
 #include <cstdlib>
+#include <future>
 #include <sstream>
 
 namespace flashrec::slurm {
@@ -194,6 +195,31 @@ std::string drain_reason(std::string_view tmpl, const std::string& classificatio
                                 {"step", std::to_string(step)},
                                 {"node", node},
                                 {"job", job_id}});
+}
+
+std::vector<std::string> probe_command(const std::string& job_id, const std::string& node) {
+    check_job_id(job_id);
+    check_node_name(node);
+    return {"srun", "--jobid=" + job_id, "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=" + node, "--quiet",
+            "true"};
+}
+
+std::vector<std::string> unreachable_nodes(const std::string& job_id, const std::vector<std::string>& nodes,
+                                           std::chrono::milliseconds timeout) {
+    require_slurm_config();
+    std::vector<std::future<bool>> answered;
+    for (const auto& node : nodes)
+        answered.push_back(std::async(std::launch::async, [argv = probe_command(job_id, node), timeout] {
+            try {
+                return run_command(argv, timeout).exit_code == 0;
+            } catch (const CommandTimedOut&) {
+                return false;
+            }
+        }));
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+        if (!answered[i].get()) out.push_back(nodes[i]);
+    return out;
 }
 
 std::vector<std::string> drain_command(const std::string& node, const std::string& reason) {

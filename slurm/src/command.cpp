@@ -173,7 +173,7 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::mil
         ::killpg(pid, SIGKILL);
         while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
-        throw SlurmError(what + " did not finish within " + std::to_string(timeout.count()) +
+        throw CommandTimedOut(what + " did not finish within " + std::to_string(timeout.count()) +
                          " ms (killed); is slurmctld reachable?" +
                          (result.err.empty() ? "" : " stderr: " + result.err));
     }

@@ -65,6 +65,9 @@ public:
     std::set<int> dead;             // pids whose process is gone
     std::optional<std::int64_t> checkpoint;  // what a teardown finds in checkpoint.dir
     std::optional<std::vector<std::string>> allocation;  // what a teardown finds Slurm's job holds
+    std::set<std::string> unreachable;  // nodes where the teardown's srun check starts no process
+    std::vector<std::vector<std::string>> checked;  // the check_nodes of each teardown that asked
+    bool check_runs = true;  // false: the shell could not run the check (no srun)
     Effects effects;                // everything the core asked for, in order
     std::unique_ptr<JobCore> core;
 
@@ -196,6 +199,13 @@ private:
                 done.checkpoint_step = checkpoint;
                 if (!checkpoint) done.no_checkpoint_why = "no checkpoint in the test";
                 done.allocation_nodes = allocation;
+                if (const auto& check = std::get<TeardownAttempt>(e).check_nodes; !check.empty() && check_runs) {
+                    checked.push_back(check);
+                    std::vector<std::string> out;
+                    for (const auto& node : check)
+                        if (unreachable.count(node)) out.push_back(node);
+                    done.unreachable_nodes = out;
+                }
                 feed(done);
             } else if (const auto* kill = std::get_if<KillRank>(&e)) {
                 dead.insert(kill->incident.pid);
@@ -857,6 +867,65 @@ TEST_CASE("a node killed as a relaunch starts: the relaunch is stuck, then Slurm
     CHECK(h.asked<StartAttempt>()[2].layout.node_of_role(kRoles[0]) == "fn3");
     run_to_the_end(h, 20);
     CHECK(h.core->outcome().name == "finished");
+}
+
+TEST_CASE("PRRTE names a healthy node as a relaunch starts: srun's check finds the dead one, the named one stays") {
+    // Issue 29's cluster soak (slurm-relaunch-node-loss, 1 trial in 13): fn2 killed as the
+    // relaunch's daemons started; srun ended every daemon of the launch and PRRTE named fn1's.
+    // Taking PRRTE's word drained fn1, then each healthy node in turn, and the job ended
+    // relaunch_budget_spent with a copy of every role's state alive.
+    Harness h(plan_of(2, "", true));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    h.unreachable = {"fn2"};
+    h.feed(DaemonLost{"fn1", "lost communication with a remote daemon"});
+    CHECK(h.logged("node_lost").empty());
+    CHECK(h.logged("daemon_lost_starting").at(0)["node"] == "fn1");
+    h.mpirun_exits(exited(250));
+    h.tick();
+    REQUIRE(h.checked.size() == 1);
+    CHECK(h.checked[0] == std::vector<std::string>{"fn1", "fn2", "fn3"});  // every node of the launch
+    REQUIRE(h.logged("node_lost").size() == 1);
+    CHECK(h.logged("node_lost")[0]["node"] == "fn2");
+    CHECK(h.logged("daemon_loss_unconfirmed").at(0)["node"] == "fn1");
+    CHECK(h.said("node fn2 lost: srun could not start a process there"));
+    REQUIRE(h.asked<Drain>().size() == 1);
+    CHECK(h.asked<Drain>()[0].node == "fn2");
+    REQUIRE(h.asked<StartAttempt>().size() == 3);
+    const Layout third = h.asked<StartAttempt>()[2].layout;
+    CHECK(third.node_of_role(kRoles[0]) == "fn1");  // dp0, dp1 stay; dp2, dp3 leave fn2
+    CHECK(third.node_of_role(kRoles[2]) == "fn3");
+    h.unreachable.clear();
+    run_to_the_end(h, 20);
+    CHECK(h.core->outcome().name == "finished");
+}
+
+TEST_CASE("PRRTE losing a daemon once the roles registered is taken at its word, unchecked") {
+    Harness h(plan_of(2, "", true));
+    h.start();
+    h.register_all();
+    h.feed(DaemonLost{"fn1", "lost communication with a remote daemon"});
+    CHECK(h.logged("node_lost").at(0)["node"] == "fn1");
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(0));
+    h.tick();
+    CHECK(h.checked.empty());
+    CHECK(h.asked<Drain>().at(0).node == "fn1");
+}
+
+TEST_CASE("PRRTE losing a daemon as a relaunch starts, and no srun check possible: PRRTE's word stands") {
+    Harness h(plan_of(2, "", true));
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    h.check_runs = false;
+    h.feed(DaemonLost{"fn1", "lost communication with a remote daemon"});
+    h.mpirun_exits(exited(250));
+    h.tick();
+    REQUIRE(h.logged("node_lost").size() == 1);
+    CHECK(h.logged("node_lost")[0]["node"] == "fn1");
+    CHECK(h.said("not checked with srun"));
+    CHECK(h.asked<Drain>().at(0).node == "fn1");
 }
 
 TEST_CASE("a relaunch none of whose ranks connected did not run, whatever mpirun's exit status") {

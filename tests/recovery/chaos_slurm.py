@@ -190,7 +190,7 @@ class SlurmChaos:
                     out.append(pid)
         return out
 
-    def trial(self, rng, t, category):
+    def trial(self, rng, t, category, keep=None):
         setting = (rng.choice(["even", "uneven"]), rng.random() < 0.5, rng.random() < 0.5)
         want = self.reference(setting)
         at = rng.randrange(STEPS // 10, STEPS // 2)
@@ -297,6 +297,12 @@ class SlurmChaos:
         shards, hot, checkpoint = setting
         name = (f"chaos {t}: slurm {shards} {'hot' if hot else 'no-hot'} {'ckpt' if checkpoint else 'no-ckpt'} "
                 f"{category} ({note}; job_end {end.get('outcome')}{'; left: ' + ', '.join(left[:5]) if left else ''})")
+        if keep and verdict not in ("identical", "clean refusal"):
+            kept = os.path.join(keep, f"trial-{t}")
+            os.makedirs(kept, exist_ok=True)
+            for p in (out_path, cfg, events):
+                if os.path.exists(p):
+                    subprocess.run(["cp", p, kept])
         for p in (out_path, cfg):
             if os.path.exists(p):
                 os.remove(p)
@@ -316,6 +322,8 @@ def main():
     ap.add_argument("--job-name", default="t-chaos-slurm")
     ap.add_argument("--job-timeout", type=float, default=180)
     ap.add_argument("--results", help="append one chaos_trial JSON record a trial (fault_matrix.py table reads it)")
+    ap.add_argument("--keep-failed", metavar="DIR",
+                    help="copy a failed trial's job output, event log and train.yaml into DIR/trial-N/")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: the Slurm test cluster needs root")
@@ -333,7 +341,7 @@ def main():
                           a.job_name, a.job_timeout)
         for t in range(a.trials):
             category = pool[t % len(pool)] if a.cycle else rng.choice(pool)
-            name, verdict, out, seconds = soak.trial(rng, t, category)
+            name, verdict, out, seconds = soak.trial(rng, t, category, a.keep_failed)
             table[verdict] += 1
             rows.setdefault(category, dict.fromkeys(VERDICTS, 0))[verdict] += 1
             secs.setdefault(category, []).append(seconds)
@@ -346,6 +354,9 @@ def main():
                                         "name": name}) + "\n")
             if not ok:
                 print(out[-2500:], flush=True)
+                if a.keep_failed:
+                    print(f"(its job output, event log and train.yaml: {os.path.join(a.keep_failed, f'trial-{t}')})",
+                          flush=True)
     print(f"{'category':<26}" + "".join(f"{k:>18}" for k in table) + f"{'s/trial':>9}")
     for category, row in sorted(rows.items()):
         s = secs[category]

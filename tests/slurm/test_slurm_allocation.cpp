@@ -131,6 +131,33 @@ TEST_CASE("drain, resume and requeue command lines") {
     for (const char* bad : {"", "12a", "_1", "1_", "1_2_3", "--all"})
         CHECK_THROWS_AS(fs::requeue_command(bad), fs::SlurmError);
     CHECK(fs::printable(fs::drain_command("n1", "a b")) == "scontrol update nodename=n1 state=drain 'reason=a b'");
+    CHECK(fs::probe_command("4711", "node07") == Strings{"srun", "--jobid=4711", "--overlap", "--nodes=1", "--ntasks=1",
+                                                         "--nodelist=node07", "--quiet", "true"});
+    CHECK_THROWS_AS(fs::probe_command("4711", "node[1-2]"), fs::SlurmError);
+    CHECK_THROWS_AS(fs::probe_command("--all", "node07"), fs::SlurmError);
+}
+
+TEST_CASE("unreachable_nodes: a node whose probe fails or does not end in time, all probed at once") {
+    // A fake srun (the part under test is the launcher's use of it, not Slurm): n2 fails as
+    // srun does for a node whose slurmd is gone, n3 never answers, the others start `true`.
+    const auto dir = std::filesystem::temp_directory_path() / ("flashrec-fake-srun." + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    {
+        std::ofstream fake(dir / "srun");
+        fake << "#!/bin/sh\n"
+                "case \"$5\" in --nodelist=n2) exit 1 ;; --nodelist=n3) exec sleep 30 ;; esac\n"
+                "exec \"$7\"\n";
+    }
+    std::filesystem::permissions(dir / "srun", std::filesystem::perms::owner_all);
+    const std::string path = dir.string() + ":" + std::getenv("PATH");
+    const std::string conf = minimal_conf();
+    EnvVar c("SLURM_CONF", conf.c_str()), p("PATH", path.c_str());
+    CHECK(fs::unreachable_nodes("7", {"n1", "n2", "n3", "n4"}, 1500ms) == Strings{"n2", "n3"});
+    CHECK(fs::unreachable_nodes("7", {"n1", "n4"}, 5s).empty());
+    std::filesystem::remove_all(dir);
+    // No srun at all is an error, not every node lost.
+    EnvVar bare("PATH", "/nonexistent");
+    CHECK_THROWS_AS(fs::unreachable_nodes("7", {"n1"}, 5s), fs::SlurmError);
 }
 
 TEST_CASE("in_allocation and read_allocation follow the environment") {
@@ -199,5 +226,6 @@ TEST_CASE("run_command: output, exit code, missing program, timeout") {
     auto t0 = std::chrono::steady_clock::now();
     std::string msg = message_of([] { fs::run_command({"sh", "-c", "sleep 30 & sleep 30"}, 300ms); });
     CHECK(msg.find("did not finish within 300 ms") != std::string::npos);
+    CHECK_THROWS_AS(fs::run_command({"sleep", "5"}, 100ms), fs::CommandTimedOut);
     CHECK(std::chrono::steady_clock::now() - t0 < 5s);
 }

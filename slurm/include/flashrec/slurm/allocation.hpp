@@ -52,6 +52,20 @@ Allocation read_allocation(int active_nodes, int spare_nodes);
 std::vector<std::string> job_nodes(const std::string& job_id,
                                    std::chrono::milliseconds timeout = default_timeout);
 
+// --- which nodes still run a process --------------------------------------------------------
+
+// {"srun", "--jobid=<job>", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=<node>", "--quiet",
+// "true"}: a step of the job on one node that starts a process there and ends. It fails (or never
+// returns) when the node's slurmd is gone: what PRRTE cannot say when it loses every daemon of a
+// launch at once (docs/ulfm-traps.md, "PRRTE and Slurm").
+std::vector<std::string> probe_command(const std::string& job_id, const std::string& node);
+
+// Runs probe_command on every node at once and waits at most `timeout` for each: the nodes whose
+// probe failed or did not end in time, in the order given. Throws SlurmError when Slurm is not
+// usable here (no config, no srun).
+std::vector<std::string> unreachable_nodes(const std::string& job_id, const std::vector<std::string>& nodes,
+                                           std::chrono::milliseconds timeout);
+
 // --- drain and requeue ---------------------------------------------------------------------
 
 inline constexpr std::string_view default_reason_template = "flashrec: {classification} at step {step}";

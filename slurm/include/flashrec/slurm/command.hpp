@@ -16,6 +16,12 @@ public:
     using flashrec::Error::Error;
 };
 
+// The command did not end within its timeout (and was killed).
+class CommandTimedOut : public SlurmError {
+public:
+    using SlurmError::SlurmError;
+};
+
 struct CommandResult {
     int exit_code = -1;  // the child's exit status; 128+N when killed by signal N
     std::string out;     // everything it wrote to stdout
@@ -23,7 +29,7 @@ struct CommandResult {
 };
 
 // Runs argv[0] (looked up in PATH) with the given arguments and waits at most `timeout`.
-// On timeout the child's whole process group is SIGKILLed and SlurmError is thrown; a
+// On timeout the child's whole process group is SIGKILLed and CommandTimedOut is thrown; a
 // command that cannot be started (not installed) also throws. A non-zero exit is returned,
 // not thrown: the caller knows what it means.
 CommandResult run_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
