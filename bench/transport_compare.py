@@ -2,7 +2,13 @@
 """MPI_Allreduce on each mpi.transport, in the same run, alternating (issue 27).
 
   transport_compare.py --build BUILD [--ranks 2] [--mib 8 64 256] [--rounds 3] [--iterations 5]
-                       [--transports tcp shm] [--json OUT]
+                       [--transports tcp shm] [--variant NAME=TRANSPORT[,VAR=VALUE...]]... [--json OUT]
+
+--variant adds a labelled job with extra environment, e.g. Open MPI's own allreduce choice over
+shm without tools/coll-rules-shm.conf, or one algorithm forced:
+  --variant shm-fixed=shm,OMPI_MCA_coll_tuned_use_dynamic_rules=0
+  --variant ring128k=shm,OMPI_MCA_coll_tuned_allreduce_algorithm=5,OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize=131072
+(a forced algorithm needs coll_tuned_use_dynamic_rules, which fr-mpirun sets over shm).
 
 For each size: `rounds` x (one job per transport, in turn), each job bench/bench_allreduce on
 --ranks processes through tools/fr-mpirun with FLASHREC_TRANSPORT set; the median over the rounds
@@ -24,12 +30,12 @@ import frlib  # noqa: E402
 LINE = re.compile(r"^allreduce: (\{.*\})$", re.M)
 
 
-def run(build, ranks, transport, nbytes, iterations, timeout):
+def run(build, ranks, env, nbytes, iterations, timeout):
     job = frlib.run_job(ranks, [os.path.join(build, "bench", "bench_allreduce"), str(nbytes), str(iterations)],
-                        timeout, expect="^allreduce: ", env={"FLASHREC_TRANSPORT": transport})
+                        timeout, expect="^allreduce: ", env=env)
     m = LINE.search(job.output)
     if not m:
-        sys.exit(f"bench_allreduce on {transport} printed no result:\n{job.output[-2000:]}")
+        sys.exit(f"bench_allreduce with {env} printed no result:\n{job.output[-2000:]}")
     return json.loads(m.group(1))
 
 
@@ -41,10 +47,19 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--transports", nargs="+", default=["tcp", "shm"])
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=TRANSPORT[,VAR=VALUE...]")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--json")
     a = ap.parse_args()
     print("load: " + subprocess.run(["uptime"], stdout=subprocess.PIPE, text=True).stdout.strip(), flush=True)
+    envs = {t: {"FLASHREC_TRANSPORT": t} for t in a.transports}
+    for v in a.variant:
+        name, _, spec = v.partition("=")
+        transport, *pairs = spec.split(",")
+        if not name or not transport or any("=" not in p for p in pairs):
+            sys.exit(f"--variant {v!r}: expected NAME=TRANSPORT[,VAR=VALUE...]")
+        envs[name] = {"FLASHREC_TRANSPORT": transport, **dict(p.split("=", 1) for p in pairs)}
+    a.transports = list(envs)
     rows = []
     base = a.transports[0]
     print(f"{'ranks':>5} {'MiB':>5} " + " ".join(f"{t + ' ms':>10} {t + ' GB/s':>10}" for t in a.transports) +
@@ -53,7 +68,7 @@ def main():
         times = {t: [] for t in a.transports}
         for _ in range(a.rounds):
             for t in a.transports:
-                times[t].append(run(a.build, a.ranks, t, mib << 20, a.iterations, a.timeout)["median_ms"])
+                times[t].append(run(a.build, a.ranks, envs[t], mib << 20, a.iterations, a.timeout)["median_ms"])
         med = {t: statistics.median(v) for t, v in times.items()}
         row = {"ranks": a.ranks, "mib": mib, "median_ms": med, "runs_ms": times,
                "GBps": {t: (mib << 20) / (med[t] * 1e6) for t in a.transports},

@@ -31,6 +31,8 @@ endif()
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tools/fr-mpirun)
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/install/fr-mpirun "${_flashrec_installed_wrapper}")
 install(PROGRAMS ${CMAKE_CURRENT_BINARY_DIR}/install/fr-mpirun DESTINATION ${CMAKE_INSTALL_BINDIR})
+# MPI_Allreduce's algorithm by size over shm: the wrapper reads it from <prefix>/share/flashrec.
+install(FILES ${PROJECT_SOURCE_DIR}/tools/coll-rules-shm.conf DESTINATION share/flashrec)
 
 install(EXPORT flashrecTargets NAMESPACE flashrec:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flashrec)
 configure_package_config_file(cmake/flashrecConfig.cmake.in

@@ -40,7 +40,7 @@ FR_RUN = os.path.join(TOOLS, "fr-run")
 FR_MPIRUN = os.path.join(TOOLS, "fr-mpirun")
 
 KINDS = ["kill", "segv", "abort", "exit3", "_exit3", "exit0", "end76", "end77"]
-OPS = ["allreduce", "recv", "anysource", "agree"]
+OPS = ["allreduce", "allreduce4m", "recv", "anysource", "agree"]
 NAMED = {"PROC_FAILED", "PROC_FAILED_PENDING", "REVOKED"}
 RECORD = re.compile(r"^conformance: (\{.*\})$", re.M)
 

@@ -12,8 +12,9 @@
 //                          least; 1 s with the detector off) without an MPI call, then a barrier must succeed everywhere:
 //                          the ranks that reach the barrier first watch peers still computing,
 //                          and the in-band detector must not declare those failed (trap 11)
-// Ops: allreduce, recv (from the victim), anysource (rank 0: MPI_ANY_SOURCE), agree, spawn
-// (MPI_Comm_spawn of one child over MPI_COMM_WORLD, then a barrier).
+// Ops: allreduce, allreduce4m (4 MiB of floats: over shm Open MPI's segmented ring, by
+// tools/coll-rules-shm.conf), recv (from the victim), anysource (rank 0: MPI_ANY_SOURCE), agree,
+// spawn (MPI_Comm_spawn of one child over MPI_COMM_WORLD, then a barrier).
 // --no-ticker: without the progress ticker (the control experiment for kind `none`).
 // --no-exit-notices: without ft::ExitNotices (the control experiment for exits over sm: trap 1).
 // Each process prints one typed line, `conformance: {json}`, which the driver reads:
@@ -37,6 +38,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/exit_notices.hpp"
@@ -83,6 +85,10 @@ char* self_path = nullptr;  // argv[0]: what the spawn op starts
 int run_op(const std::string& op, int rank, int victim) {
     int x = 1, y = 0;
     if (op == "allreduce") return MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (op == "allreduce4m") {
+        static std::vector<float> in(1 << 20, 1.0f), out(1 << 20);
+        return MPI_Allreduce(in.data(), out.data(), static_cast<int>(in.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
     if (op == "recv") return MPI_Recv(&y, 1, MPI_INT, victim, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (op == "anysource")
         return MPI_Recv(&y, 1, MPI_INT, rank == 0 ? MPI_ANY_SOURCE : victim, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
