@@ -190,7 +190,7 @@ class SlurmChaos:
                     out.append(pid)
         return out
 
-    def trial(self, rng, t, category, keep=None):
+    def trial(self, rng, t, category, keep=None, keep_all=False):
         setting = (rng.choice(["even", "uneven"]), rng.random() < 0.5, rng.random() < 0.5)
         want = self.reference(setting)
         at = rng.randrange(STEPS // 10, STEPS // 2)
@@ -268,6 +268,9 @@ class SlurmChaos:
         output = open(out_path, errors="replace").read() if os.path.exists(out_path) else ""
         records = frlib.read_events(events) if os.path.exists(events) else []
         end = next((e for e in reversed(records) if e["event"] == "job_end"), {})
+        # A daemon PRRTE lost while a launch started, and what srun's check of the nodes found.
+        for check in (e for e in records if e["event"] == "node_check"):
+            note += f"; srun check: {', '.join(check.get('unreachable', [])) or 'every node answered'}"
         # A refused job keeps its segments for a relaunch (as in-job refusals do): not a leak.
         # Whatever is left is removed, so that every trial starts on empty nodes.
         for item in left:
@@ -297,7 +300,7 @@ class SlurmChaos:
         shards, hot, checkpoint = setting
         name = (f"chaos {t}: slurm {shards} {'hot' if hot else 'no-hot'} {'ckpt' if checkpoint else 'no-ckpt'} "
                 f"{category} ({note}; job_end {end.get('outcome')}{'; left: ' + ', '.join(left[:5]) if left else ''})")
-        if keep and verdict not in ("identical", "clean refusal"):
+        if keep and (keep_all or verdict not in ("identical", "clean refusal")):
             kept = os.path.join(keep, f"trial-{t}")
             os.makedirs(kept, exist_ok=True)
             for p in (out_path, cfg, events):
@@ -324,6 +327,7 @@ def main():
     ap.add_argument("--results", help="append one chaos_trial JSON record a trial (fault_matrix.py table reads it)")
     ap.add_argument("--keep-failed", metavar="DIR",
                     help="copy a failed trial's job output, event log and train.yaml into DIR/trial-N/")
+    ap.add_argument("--keep-all", action="store_true", help="with --keep-failed: every trial's, passed or not")
     a = ap.parse_args()
     if os.geteuid() != 0:
         print("SKIP: the Slurm test cluster needs root")
@@ -341,7 +345,7 @@ def main():
                           a.job_name, a.job_timeout)
         for t in range(a.trials):
             category = pool[t % len(pool)] if a.cycle else rng.choice(pool)
-            name, verdict, out, seconds = soak.trial(rng, t, category, a.keep_failed)
+            name, verdict, out, seconds = soak.trial(rng, t, category, a.keep_failed, a.keep_all)
             table[verdict] += 1
             rows.setdefault(category, dict.fromkeys(VERDICTS, 0))[verdict] += 1
             secs.setdefault(category, []).append(seconds)
