@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -91,13 +92,13 @@ def judge(kind, ranks, text, result):
     return ok, f"error (shrink {shrink})", detection, note
 
 
-def run_case(program, transport, kind, op, ranks, timeout, env_extra, program_args=()):
+def run_case(program, transport, kind, op, ranks, timeout, env_extra, program_args=(), mpirun_args=()):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         result_path = f.name
     env = dict(os.environ, FLASHREC_TRANSPORT=transport, **env_extra)
     start = time.monotonic()
     p = subprocess.run([FR_RUN, "--timeout", str(timeout), "--result", result_path, "--", FR_MPIRUN, "-n",
-                        str(ranks), program, kind, op, *program_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        str(ranks), *mpirun_args, program, kind, op, *program_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, env=env)
     wall = time.monotonic() - start
     try:
@@ -125,6 +126,8 @@ def main():
     ap.add_argument("--no-exit-notices", action="store_true",
                     help="the control experiment: the program runs without ft::ExitNotices (trap 1)")
     ap.add_argument("--verbose", action="store_true", help="print the output of failed cases")
+    ap.add_argument("--mpirun-args", default="", help="more mpirun arguments, one shell-quoted string (across "
+                    "the Slurm test cluster's nodes: \"--prtemca plm_slurm_args --no-kill --map-by ppr:1:node\")")
     a = ap.parse_args()
     cases = []
     print(f"{'transport':9} {'kind':8} {'op':9} {'outcome':34} {'detect ms':>10} {'wall s':>6}  note", flush=True)
@@ -132,7 +135,7 @@ def main():
         for kind in a.kinds.split(","):
             for op in ([""] if kind == "none" else a.ops.split(",")):
                 c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {},
-                             ["--no-exit-notices"] if a.no_exit_notices else [])
+                             ["--no-exit-notices"] if a.no_exit_notices else [], shlex.split(a.mpirun_args))
                 cases.append(c)
                 mark = "" if c["passed"] else "FAIL "
                 print(f"{transport:9} {kind:8} {c['op']:9} {mark + c['outcome']:34} {c['detection_ms']:>10} "
