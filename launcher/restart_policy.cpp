@@ -98,7 +98,10 @@ Decision decide(const Observation& obs, const Budgets& b, const AttemptFacts& at
             d.outcome = "relaunch_budget_spent";
             d.exit_code = kExitNeedsRelaunch;
             d.message = "the MPI job died and the warm relaunch budget (recovery.warm_relaunches = " +
-                        std::to_string(b.warm_allowed) + ") is spent, with no HDF5 checkpoint to fall back to";
+                        std::to_string(b.warm_allowed) + ") is spent, " +
+                        (b.checkpoint_dir && b.cold_used >= b.cold_allowed
+                             ? "and so are the HDF5 restarts (at most " + std::to_string(b.cold_allowed) + " per launch)"
+                             : std::string("with no HDF5 checkpoint to fall back to"));
             return d;
     }
 }

@@ -71,9 +71,14 @@ TEST_CASE("decide: a job lost is warm-relaunched, then restarted from HDF5, then
     CHECK(d.steps[0].refused == "recovery.warm_relaunches spent");
     CHECK(d.message.find("recovery.warm_relaunches = 1") != std::string::npos);
 
+    CHECK(d.message.find("no HDF5 checkpoint to fall back to") != std::string::npos);
+
     d = decide(lost, budgets(1, 1, true, 2), {});  // both budgets spent
     REQUIRE(d.steps.size() == 2);
     CHECK(d.steps[1].refused == "at most 2 HDF5 restarts per launch");
+    // Not "no HDF5 checkpoint" when there was one and both restarts were used (issue 29's soak).
+    CHECK(d.message.find("and so are the HDF5 restarts (at most 2 per launch)") != std::string::npos);
+    CHECK(d.message.find("no HDF5 checkpoint") == std::string::npos);
 }
 
 TEST_CASE("decide: state lost in-job with every node alive tries a warm relaunch before HDF5") {
