@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 
 #if FLASHREC_HAVE_PMIX
 #include <dlfcn.h>
@@ -22,6 +25,18 @@ std::optional<std::string> exits_unseen(bool shared_memory, bool detector_on, co
            "and this process cannot pass it to ULFM (" + notices.unavailable().value_or("unknown reason") +
            "): such an exit would hang the survivors. Use mpi.transport: tcp, or mpi.detector: true "
            "(docs/ulfm-traps.md, trap 1)";
+}
+
+std::optional<std::string> pmix_abi_mismatch(const std::string& version) {
+    static constexpr std::string_view kKey = "Stable ABI: ";
+    const auto at = version.find(kKey);
+    const std::size_t digits = at == std::string::npos ? 0 : at + kKey.size();
+    const int major = at == std::string::npos || digits >= version.size() || !std::isdigit(static_cast<unsigned char>(version[digits]))
+                          ? -1
+                          : std::atoi(version.c_str() + digits);
+    if (major == 4 || major == 5) return std::nullopt;
+    return "this process's PMIx is '" + version + "': flashrec's notices are built for PMIx's stable ABI 4 and 5 "
+           "(Debian's PMIx 4.2 header, checked against Open MPI 5.0.10's PMIx 5.0)";
 }
 
 #if !FLASHREC_HAVE_PMIX
@@ -40,6 +55,7 @@ struct PmixApi {
     decltype(&PMIx_Register_event_handler) register_handler = nullptr;
     decltype(&PMIx_Deregister_event_handler) deregister_handler = nullptr;
     decltype(&PMIx_Notify_event) notify = nullptr;
+    decltype(&PMIx_Get_version) version = nullptr;
 
     static const PmixApi& get() {
         static const PmixApi api = [] {
@@ -47,6 +63,7 @@ struct PmixApi {
             a.register_handler = reinterpret_cast<decltype(a.register_handler)>(dlsym(RTLD_DEFAULT, "PMIx_Register_event_handler"));
             a.deregister_handler = reinterpret_cast<decltype(a.deregister_handler)>(dlsym(RTLD_DEFAULT, "PMIx_Deregister_event_handler"));
             a.notify = reinterpret_cast<decltype(a.notify)>(dlsym(RTLD_DEFAULT, "PMIx_Notify_event"));
+            a.version = reinterpret_cast<decltype(a.version)>(dlsym(RTLD_DEFAULT, "PMIx_Get_version"));
             return a;
         }();
         return api;
@@ -128,6 +145,10 @@ ExitNotices::ExitNotices(bool announce) {
     if (!api.complete()) {
         unavailable_ = "this process's MPI runs no PMIx client (PMIx_Register_event_handler not found)";
         return;
+    }
+    if (api.version) {
+        unavailable_ = pmix_abi_mismatch(api.version());
+        if (unavailable_) return;
     }
     pmix_status_t codes[] = {PMIX_ERR_EXIT_NONZERO_TERM};
     pmix_info_t first{};

@@ -135,3 +135,14 @@ TEST_CASE("exit notices: without a PMIx client they say why, and shared memory w
     CHECK(problem->find(*notices.unavailable()) != std::string::npos);
     CHECK(problem->find("trap 1") != std::string::npos);
 }
+
+TEST_CASE("exit notices: only a PMIx of stable ABI 4 or 5 gets them (their structs are PMIx 4.2's)") {
+    using flashrec::ft::pmix_abi_mismatch;
+    CHECK_FALSE(pmix_abi_mismatch("OpenPMIx 5.0.10 (PMIx Standard: 5.1, Stable ABI: 5.0, Provisional ABI: 5.0)"));
+    CHECK_FALSE(pmix_abi_mismatch("OpenPMIx 4.2.2 (PMIx Standard: 4.2, Stable ABI: 4.2, Provisional ABI: 4.2)"));
+    const auto future = pmix_abi_mismatch("OpenPMIx 6.0.0 (PMIx Standard: 6.0, Stable ABI: 6.0, Provisional ABI: 6.0)");
+    REQUIRE(future);
+    CHECK(future->find("'OpenPMIx 6.0.0") != std::string::npos);
+    CHECK(pmix_abi_mismatch("OpenPMIx 3.2.3"));  // no stable ABI named: not known to fit
+    CHECK(pmix_abi_mismatch("Stable ABI: x"));
+}

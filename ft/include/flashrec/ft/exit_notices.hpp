@@ -40,6 +40,11 @@ private:
     std::optional<std::string> unavailable_;
 };
 
+// Whether the notices' structs (built from Debian's PMIx 4.2 header) fit the PMIx client a
+// process runs, from PMIx_Get_version()'s "... Stable ABI: 5.0 ...": nullopt when they do
+// (stable ABI 4.x or 5.x: 5.0 is the one the conformance set ran against), else why not.
+std::optional<std::string> pmix_abi_mismatch(const std::string& version);
+
 // What is wrong when a shared-memory transport runs with neither the notices nor Open MPI's
 // in-band detector: a rank's non-zero exit would then never be reported and the survivors hang
 // (trap 1). nullopt when either is there, or over TCP.
