@@ -120,6 +120,7 @@ RankSlot RankTracker::register_rank(const wire::Hello& hello, ControlClock::time
     info.hostname = hello.hostname;
     info.world_rank = hello.world_rank;
     info.pid = hello.pid;
+    info.mpi_process = hello.mpi_process;
     info.registered_at = info.last_heartbeat = info.last_tag_change = now;
     return RankSlot{entry->second, generation};
 }
@@ -231,8 +232,12 @@ struct Controller::Impl {
     bool on_heartbeat(RankSlot slot, const wire::Heartbeat& beat);
     // true: the record was valid, logged and handed to options.on_event.
     bool on_event(RankSlot slot, nlohmann::json record);
-    void on_disconnect(RankSlot slot, bool clean);
+    // clean: after BYE. process_gone: EOF or reset without BYE (its process ended), the losses
+    // passed on; a connection the controller cut, or one that failed otherwise, is not.
+    void on_disconnect(RankSlot slot, bool clean, bool process_gone);
     void run_check();
+    // io thread only: PEER_LOST to every connection but the lost process's own.
+    void pass_on(std::uint32_t lost_index, const wire::MpiProcess& process, const std::string& role);
 
     // io thread only
     void accept_next();
@@ -249,6 +254,8 @@ struct Controller::Impl {
     std::array<std::atomic<std::uint64_t>, kDropReasonCount> drops{};
     std::atomic<std::uint64_t> drops_logged{0};
     std::atomic<std::uint64_t> heartbeats{0};
+    std::atomic<std::uint64_t> peer_lost_frames{0};
+    std::atomic<bool> losses_held{false};
 
     // Declared before everything that does I/O through it: destroyed last.
     asio::io_context io;
@@ -292,7 +299,9 @@ public:
     void close_superseded() { close(Ending::quiet); }
 
 private:
-    enum class Ending { bye, lost, quiet };
+    // gone: EOF or reset without BYE, its process ended. lost: cut by the controller, or failed
+    // otherwise (a network fault may leave the process alive).
+    enum class Ending { bye, gone, lost, quiet };
 
     void read() {
         const auto space = decoder_.receive_buffer(kReadChunkBytes);
@@ -305,7 +314,7 @@ private:
     void on_read(const error_code& ec, std::size_t bytes) {
         if (closed_) return;
         try {
-            if (ec) return close(Ending::lost);  // EOF or reset without BYE
+            if (ec) return close(ec == asio::error::eof || ec == asio::error::connection_reset ? Ending::gone : Ending::lost);
             decoder_.commit(bytes);
             for (;;) {
                 const auto status = decoder_.next(message_);
@@ -356,19 +365,47 @@ private:
             close(Ending::bye);
             return false;
         }
-        drop(DropReason::protocol_violation, std::holds_alternative<wire::RecordAck>(message_)
-                                                 ? "RECORD_ACK goes from the controller to a rank, not back"
-                                                 : "second HELLO");
+        drop(DropReason::protocol_violation, std::holds_alternative<wire::Hello>(message_)
+                                                 ? "second HELLO"
+                                                 : "RECORD_ACK and PEER_LOST go from the controller to a rank, not back");
         return false;
     }
 
     void send_record_ack() {
-        if (!ack_frame_.empty()) return;  // one per connection: the rank leaves after it
-        wire::encode(wire::RecordAck{}, ack_frame_);
-        asio::async_write(socket_, asio::buffer(ack_frame_), [self = shared_from_this()](const error_code& ec, std::size_t) {
+        if (ack_sent_) return;  // one per connection: the rank leaves after it
+        ack_sent_ = true;
+        send(wire::RecordAck{}, "RECORD_ACK");
+    }
+
+public:
+    // io thread only.
+    void send_peer_lost(const wire::MpiProcess& process) {
+        if (!closed_ && slot_) send(wire::PeerLost{process}, "PEER_LOST");
+    }
+
+private:
+    void send(const wire::Message& message, const char* what) {
+        outbox_.emplace_back();
+        wire::encode(message, outbox_.back());
+        outbox_names_.push_back(what);
+        if (outbox_.size() == 1) write_next();
+    }
+
+    void write_next() {
+        asio::async_write(socket_, asio::buffer(outbox_.front()), [self = shared_from_this()](const error_code& ec, std::size_t) {
             // The rank left already (its wait is bounded); its EOF ends the session as usual.
-            if (ec && !self->closed_)
-                self->owner_.log("control_plane_error", {{"peer", self->peer_}, {"what", "RECORD_ACK not sent: " + ec.message()}});
+            if (ec) {
+                if (!self->closed_)
+                    self->owner_.log("control_plane_error", {{"peer", self->peer_},
+                                                             {"what", std::string(self->outbox_names_.front()) +
+                                                                          " not sent: " + ec.message()}});
+                self->outbox_.clear();
+                self->outbox_names_.clear();
+                return;
+            }
+            self->outbox_.pop_front();
+            self->outbox_names_.pop_front();
+            if (!self->outbox_.empty()) self->write_next();
         });
     }
 
@@ -389,7 +426,7 @@ private:
     void close(Ending ending) {
         if (closed_) return;
         closed_ = true;
-        if (slot_ && ending != Ending::quiet) owner_.on_disconnect(*slot_, ending == Ending::bye);
+        if (slot_ && ending != Ending::quiet) owner_.on_disconnect(*slot_, ending == Ending::bye, ending == Ending::gone);
         leave_pending();
         hello_timer_.cancel();
         error_code ignored;
@@ -413,7 +450,9 @@ private:
     std::optional<RankSlot> slot_;
     std::string peer_;
     std::string source_;  // the peer's address without the port
-    std::vector<std::byte> ack_frame_;  // alive while its write is
+    std::deque<std::vector<std::byte>> outbox_;  // frames to the rank; the front one is being written
+    std::deque<const char*> outbox_names_;        // for the log, beside outbox_
+    bool ack_sent_ = false;
     bool closed_ = false;
     bool counted_pending_ = true;
 };
@@ -545,20 +584,38 @@ bool Controller::Impl::on_event(RankSlot slot, nlohmann::json record) {
     return true;
 }
 
-void Controller::Impl::on_disconnect(RankSlot slot, bool clean) {
+void Controller::Impl::on_disconnect(RankSlot slot, bool clean, bool process_gone) {
     std::optional<RankIncident> lost;
     std::optional<RankInfo> exited;
+    std::optional<wire::MpiProcess> gone;
     {
         const std::lock_guard lock(tracker_mutex);
-        if (const RankInfo* info = tracker.current(slot); info && clean) exited = *info;
+        if (const RankInfo* info = tracker.current(slot)) {
+            if (clean) exited = *info;
+            else if (process_gone) gone = info->mpi_process;
+        }
         lost = tracker.disconnect(slot, clean, ControlClock::now());
     }
     if (exited)
         log("rank_exited", {{"role", exited->role}, {"pid", exited->pid}, {"last_step_tag", exited->step_tag}});
     if (lost) {
         log("rank_lost", to_json(*lost));
+        if (gone && options.pass_on_losses && !losses_held)
+            asio::post(io, [this, index = slot.index, process = *gone, role = lost->role] { pass_on(index, process, role); });
         invoke(options.on_lost, "on_lost", *lost);
     }
+}
+
+void Controller::Impl::pass_on(std::uint32_t lost_index, const wire::MpiProcess& process, const std::string& role) {
+    std::size_t recipients = 0;
+    for (std::uint32_t i = 0; i < session_by_index.size(); ++i) {
+        const auto session = session_by_index[i].lock();
+        if (i == lost_index || !session) continue;
+        session->send_peer_lost(process);
+        ++recipients;
+    }
+    peer_lost_frames.fetch_add(recipients, std::memory_order_relaxed);
+    log("rank_loss_passed_on", {{"role", role}, {"nspace", process.nspace}, {"rank", process.rank}, {"recipients", recipients}});
 }
 
 void Controller::Impl::run_check() {
@@ -672,11 +729,13 @@ std::vector<RankInfo> Controller::ranks() const {
 
 std::uint64_t Controller::drop_count(DropReason reason) const { return impl_->drops[static_cast<std::size_t>(reason)]; }
 std::uint64_t Controller::heartbeat_count() const { return impl_->heartbeats.load(std::memory_order_relaxed); }
+std::uint64_t Controller::peer_lost_count() const { return impl_->peer_lost_frames.load(std::memory_order_relaxed); }
+void Controller::hold_losses(bool hold) { impl_->losses_held = hold; }
 
 std::optional<RankSlot> Controller::feed_hello(const wire::Hello& hello) { return impl_->admit(hello, "direct"); }
 bool Controller::feed_heartbeat(RankSlot slot, const wire::Heartbeat& beat) { return impl_->on_heartbeat(slot, beat); }
 bool Controller::feed_event(RankSlot slot, nlohmann::json record) { return impl_->on_event(slot, std::move(record)); }
-void Controller::feed_bye(RankSlot slot) { impl_->on_disconnect(slot, true); }
-void Controller::feed_lost(RankSlot slot) { impl_->on_disconnect(slot, false); }
+void Controller::feed_bye(RankSlot slot) { impl_->on_disconnect(slot, true, false); }
+void Controller::feed_lost(RankSlot slot) { impl_->on_disconnect(slot, false, true); }
 void Controller::check_now() { impl_->run_check(); }
 }  // namespace flashrec::launcher

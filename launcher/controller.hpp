@@ -48,6 +48,7 @@ struct RankInfo {
     std::string hostname;
     std::int32_t world_rank = 0;
     std::int32_t pid = 0;
+    std::optional<wire::MpiProcess> mpi_process;  // from HELLO: what a loss is passed on as
     RankStatus status = RankStatus::active;
     wire::Phase phase = wire::Phase::idle;
     std::int64_t step_tag = 0;
@@ -148,6 +149,11 @@ struct ControllerOptions {
     std::size_t max_pending_per_source = 64;
     // Where registrations, drops, incidents and the ranks' events go; null: std::clog.
     std::shared_ptr<EventLog> event_log;
+    // A registered process whose connection closes without BYE (EOF or reset: its process
+    // ended) is passed to every other connected process as PEER_LOST, which they hand to their
+    // MPI as a process failure: across nodes PRRTE may never tell them (docs/control-plane.md,
+    // "Losses passed on"). train.yaml: detection.pass_on_losses.
+    bool pass_on_losses = true;
     // Called once per incident, on the controller's thread (or the thread calling feed_*); keep
     // them short. Exceptions they throw are logged and swallowed.
     std::function<void(const RankIncident&)> on_hung;
@@ -176,6 +182,12 @@ public:
     std::vector<RankInfo> ranks() const;
     std::uint64_t drop_count(DropReason reason) const;
     std::uint64_t heartbeat_count() const;
+    // Losses passed on so far (PEER_LOST frames queued, one per recipient).
+    std::uint64_t peer_lost_count() const;
+    // Holds losses back while the launcher itself ends every process of an attempt (each death
+    // would be sent to every other dying process), and lets them through again for the next one.
+    // Only with options.pass_on_losses.
+    void hold_losses(bool hold);
 
     // Frames as if they arrived on a connection, bypassing sockets (benchmarks, tests); the
     // socket path runs the same code. Thread-safe. feed_hello checks the token (nullopt: refused).
@@ -183,7 +195,7 @@ public:
     bool feed_heartbeat(RankSlot slot, const wire::Heartbeat& beat);
     bool feed_event(RankSlot slot, nlohmann::json record);  // true: accepted
     void feed_bye(RankSlot slot);
-    void feed_lost(RankSlot slot);
+    void feed_lost(RankSlot slot);  // as a connection closed by its process's end
     // Runs the hang detector now, on the calling thread (it also runs every check_period).
     void check_now();
 

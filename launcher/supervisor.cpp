@@ -157,6 +157,7 @@ ControllerOptions Supervisor::controller_options() {
     co.port = static_cast<std::uint16_t>(d.port);
     co.token = token_;
     co.hang_timeout = milliseconds(d.hang_timeout_ms);
+    co.pass_on_losses = d.pass_on_losses;
     co.check_period = timeouts_of(plan_.cfg).check_period;
     co.event_log = log_;
     co.on_hung = [this](const RankIncident& incident) {
@@ -232,6 +233,7 @@ void Supervisor::start_attempt(const StartAttempt& start) {
     }
     const auto started = SteadyClock::now();
     attempt_ = Attempt{};
+    controller_->hold_losses(false);
     attempt_.child = spawn_child(
         argv, child_environment(plan_, environ, start.launch, start.layout,
                                 {control_endpoint_, ft::wire::token_to_hex(token_), launch_id_}));
@@ -240,6 +242,7 @@ void Supervisor::start_attempt(const StartAttempt& start) {
 
 void Supervisor::teardown(const std::string& why) {
     const pid_t pgid = attempt_.exited ? 0 : attempt_.child.pid();
+    controller_->hold_losses(true);  // every process is being ended: nobody needs to hear of it
     const Teardown t = kill_everything(pgid, kLaunchIdVar, teardown_tag(), kTeardownLimit, [this](pid_t pid, int status) {
         if (pid == attempt_.child.pid() && !attempt_.exited) attempt_.reaped(status);
     });

@@ -69,6 +69,19 @@ std::string local_hostname() {
     return name.empty() ? "unknown" : name;
 }
 
+// Set by PRRTE for every process it starts, spawned ones included.
+std::optional<wire::MpiProcess> mpi_process_from_environment() {
+    const char* nspace = std::getenv("PMIX_NAMESPACE");
+    const char* rank = std::getenv("PMIX_RANK");
+    if (!nspace || !rank || !wire::valid_namespace(nspace)) return std::nullopt;
+    const std::string_view text(rank);
+    std::uint32_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    // PMIx reserves the ranks from 0xfffffff0 on (wildcard, local peers, ...).
+    if (ec != std::errc{} || end != text.data() + text.size() || value >= 0xfffffff0u) return std::nullopt;
+    return wire::MpiProcess{nspace, value};
+}
+
 }  // namespace
 
 std::optional<HeartbeatClientOptions> HeartbeatClientOptions::from_environment(std::string role,
@@ -86,6 +99,7 @@ std::optional<HeartbeatClientOptions> HeartbeatClientOptions::from_environment(s
     options.token = *token;
     options.role = std::move(role);
     options.world_rank = world_rank;
+    options.mpi_process = mpi_process_from_environment();
     return options;
 }
 
@@ -131,7 +145,7 @@ struct HeartbeatClient::Impl {
     std::chrono::steady_clock::time_point connected_at;
     int quick_closes = 0;  // connections in a row the controller closed within 1 s (a wrong token?)
     std::vector<std::byte> in_flight;
-    wire::FrameDecoder from_controller{16};  // it sends only RECORD_ACK: an empty body
+    wire::FrameDecoder from_controller{wire::kMaxControllerPayload};
     wire::Message received;
     std::atomic<bool> record_acked{false};
     bool connected = false;
@@ -152,7 +166,7 @@ HeartbeatClient::Impl::Impl(HeartbeatClientOptions opts, const StepProgress& ste
     std::tie(host, port) = *address;
     // HELLO goes first; encoding it here reports a bad role to the caller, not to a log.
     wire::encode(wire::Hello{options.token, options.role, options.world_rank, static_cast<std::int32_t>(::getpid()),
-                             local_hostname()},
+                             local_hostname(), options.mpi_process},
                  hello_frame);
     queued = hello_frame;
     asio::post(io, [this] { connect(); });
@@ -198,7 +212,7 @@ void HeartbeatClient::Impl::connect() {
 void HeartbeatClient::Impl::on_connected() {
     connected = true;
     connected_at = std::chrono::steady_clock::now();
-    from_controller = wire::FrameDecoder(16);  // nothing of an earlier connection's stream
+    from_controller = wire::FrameDecoder(wire::kMaxControllerPayload);  // nothing of an earlier connection's stream
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // small frames; latency matters more
     watch_for_close();
@@ -207,7 +221,7 @@ void HeartbeatClient::Impl::on_connected() {
     schedule_tick();
 }
 
-// The controller sends one frame, RECORD_ACK; anything else, an error or EOF means it closed
+// The controller sends RECORD_ACK and PEER_LOST; anything else, an error or EOF means it closed
 // (or reset) the connection.
 void HeartbeatClient::Impl::watch_for_close() {
     const unsigned gen = generation;
@@ -222,11 +236,18 @@ void HeartbeatClient::Impl::watch_for_close() {
         for (;;) {
             const auto status = from_controller.next(received);
             if (status == wire::FrameDecoder::Status::need_more) break;
-            if (status == wire::FrameDecoder::Status::error || !std::holds_alternative<wire::RecordAck>(received)) {
-                if (!stopping) connection_failed("the controller sent a frame a rank does not take");
-                return;
+            if (status == wire::FrameDecoder::Status::frame) {
+                if (std::holds_alternative<wire::RecordAck>(received)) {
+                    record_acked = true;
+                    continue;
+                }
+                if (const auto* lost = std::get_if<wire::PeerLost>(&received)) {
+                    if (options.on_peer_lost) options.on_peer_lost(lost->process);
+                    continue;
+                }
             }
-            record_acked = true;
+            if (!stopping) connection_failed("the controller sent a frame a rank does not take");
+            return;
         }
         watch_for_close();
     });

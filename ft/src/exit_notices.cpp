@@ -41,10 +41,16 @@ std::optional<std::string> pmix_abi_mismatch(const std::string& version) {
 
 #if !FLASHREC_HAVE_PMIX
 
+struct ExitNotices::Gate {};
+
 ExitNotices::ExitNotices(bool)
     : unavailable_("flashrec was built without PMIx's header (pmix.h; scripts/setup.sh installs libpmix-dev)") {}
 
 ExitNotices::~ExitNotices() = default;
+
+ExitNotices::LossSink ExitNotices::loss_sink() const {
+    return [](const std::string&, std::uint32_t) {};
+}
 
 #else
 
@@ -84,32 +90,38 @@ std::atomic<bool> announce_notices{false};
 
 bool key_is(const pmix_info_t& info, const char* key) { return std::strncmp(info.key, key, PMIX_MAX_KEYLEN) == 0; }
 
-// Runs on PMIx's progress thread.
-void on_nonzero_exit(size_t, pmix_status_t, const pmix_proc_t* source, pmix_info_t info[], size_t ninfo,
-                     pmix_info_t*, size_t, pmix_event_notification_cbfunc_fn_t cbfunc, void* cbdata) {
+// Tells ULFM, inside this process, that `failed` is gone: PMIX_ERR_PROC_TERM_WO_SYNC, the event
+// ULFM itself uses to pass a failure on. Local to this process: every process of the job learns
+// of the loss itself and passes it on. Says so on stderr when asked to, or when it fails.
+void pass_to_ulfm(const pmix_proc_t& failed, const std::string& how) {
     auto* notice = new Notice;
-    notice->failed = *source;
-    int exit_code = -1;
-    for (size_t i = 0; i < ninfo; ++i) {
-        if (key_is(info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC && info[i].value.data.proc)
-            notice->failed = *info[i].value.data.proc;
-        else if (key_is(info[i], PMIX_EXIT_CODE) && info[i].value.type == PMIX_INT)
-            exit_code = info[i].value.data.integer;
-    }
+    notice->failed = failed;
     std::strncpy(notice->affected.key, PMIX_EVENT_AFFECTED_PROC, PMIX_MAX_KEYLEN);
     notice->affected.value.type = PMIX_PROC;
     notice->affected.value.data.proc = &notice->failed;
-    // Local to this process: every process of the job had PRRTE's notice and passes it on itself.
     const pmix_status_t rc = PmixApi::get().notify(PMIX_ERR_PROC_TERM_WO_SYNC, &notice->failed, PMIX_RANGE_PROC_LOCAL,
                                                    &notice->affected, 1, notice_sent, notice);
     // PMIX_OPERATION_SUCCEEDED: delivered at once, and the callback is not called.
     const bool sent = rc == PMIX_SUCCESS || rc == PMIX_OPERATION_SUCCEEDED;
     if (!sent || announce_notices.load())
-        std::fprintf(stderr,
-                     "flashrec[pid %d]: MPI process %u of %s exited with code %d; %s (docs/ulfm-traps.md, trap 1)\n",
-                     static_cast<int>(::getpid()), notice->failed.rank, notice->failed.nspace, exit_code,
+        std::fprintf(stderr, "flashrec[pid %d]: MPI process %u of %s %s; %s\n",
+                     static_cast<int>(::getpid()), failed.rank, failed.nspace, how.c_str(),
                      sent ? "passed to ULFM as a process failure" : "could not pass it to ULFM");
     if (rc != PMIX_SUCCESS) delete notice;
+}
+
+// Runs on PMIx's progress thread.
+void on_nonzero_exit(size_t, pmix_status_t, const pmix_proc_t* source, pmix_info_t info[], size_t ninfo,
+                     pmix_info_t*, size_t, pmix_event_notification_cbfunc_fn_t cbfunc, void* cbdata) {
+    pmix_proc_t failed = *source;
+    int exit_code = -1;
+    for (size_t i = 0; i < ninfo; ++i) {
+        if (key_is(info[i], PMIX_EVENT_AFFECTED_PROC) && info[i].value.type == PMIX_PROC && info[i].value.data.proc)
+            failed = *info[i].value.data.proc;
+        else if (key_is(info[i], PMIX_EXIT_CODE) && info[i].value.type == PMIX_INT)
+            exit_code = info[i].value.data.integer;
+    }
+    pass_to_ulfm(failed, "exited with code " + std::to_string(exit_code) + " (docs/ulfm-traps.md, trap 1)");
     if (cbfunc) cbfunc(PMIX_EVENT_ACTION_COMPLETE, nullptr, 0, nullptr, nullptr, cbdata);
 }
 
@@ -139,7 +151,25 @@ struct Reply {
 
 }  // namespace
 
-ExitNotices::ExitNotices(bool announce) {
+// Open from registration to destruction; the sink's calls and the destructor take turns.
+struct ExitNotices::Gate {
+    std::mutex mutex;
+    bool open = false;
+};
+
+ExitNotices::LossSink ExitNotices::loss_sink() const {
+    return [gate = gate_](const std::string& nspace, std::uint32_t rank) {
+        if (!gate) return;
+        const std::lock_guard lock(gate->mutex);
+        if (!gate->open) return;
+        pmix_proc_t failed{};
+        std::strncpy(failed.nspace, nspace.c_str(), PMIX_MAX_NSLEN);
+        failed.rank = rank;
+        pass_to_ulfm(failed, "is gone (flashrec-launch's control plane: docs/control-plane.md, \"Losses passed on\")");
+    };
+}
+
+ExitNotices::ExitNotices(bool announce) : gate_(std::make_shared<Gate>()) {
     announce_notices.store(announce);
     const PmixApi& api = PmixApi::get();
     if (!api.complete()) {
@@ -173,11 +203,16 @@ ExitNotices::ExitNotices(bool announce) {
     else {
         registered_ = true;
         handler_ref_ = reply->ref;
+        gate_->open = true;
     }
     delete reply;
 }
 
 ExitNotices::~ExitNotices() {
+    {
+        const std::lock_guard lock(gate_->mutex);
+        gate_->open = false;
+    }
     if (!registered_) return;
     auto* reply = new Reply;
     const pmix_status_t rc = PmixApi::get().deregister_handler(

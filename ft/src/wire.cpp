@@ -43,6 +43,12 @@ public:
         pos_ += bytes;
         return true;
     }
+    bool u32(std::uint32_t& value) {
+        std::uint64_t raw = 0;
+        if (!le(raw, 4)) return false;
+        value = static_cast<std::uint32_t>(raw);
+        return true;
+    }
     bool i32(std::int32_t& value) {
         std::uint64_t raw = 0;
         if (!le(raw, 4)) return false;
@@ -70,6 +76,12 @@ private:
     std::span<const std::byte> bytes_;
     std::size_t pos_ = 0;
 };
+
+void put_mpi_process(std::vector<std::byte>& out, const MpiProcess& process) {
+    put_u8(out, static_cast<std::uint8_t>(process.nspace.size()));
+    put_text(out, process.nspace);
+    put_le(out, process.rank, 4);
+}
 
 bool is_name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -126,6 +138,10 @@ void encode_body(const Hello& hello, std::vector<std::byte>& out) {
     put_text(out, hello.role);
     put_u8(out, static_cast<std::uint8_t>(hello.hostname.size()));
     put_text(out, hello.hostname);
+    // An empty namespace says "none"; its rank is then 0.
+    if (hello.mpi_process && !valid_namespace(hello.mpi_process->nspace))
+        throw std::invalid_argument("control plane: invalid MPI namespace '" + hello.mpi_process->nspace + "'");
+    put_mpi_process(out, hello.mpi_process.value_or(MpiProcess{}));
 }
 
 void encode_body(const Heartbeat& beat, std::vector<std::byte>& out) {
@@ -153,6 +169,25 @@ void encode_body(const Bye&, std::vector<std::byte>& out) { put_u8(out, static_c
 void encode_body(const RecordAck&, std::vector<std::byte>& out) {
     put_u8(out, static_cast<std::uint8_t>(FrameType::record_ack));
 }
+void encode_body(const PeerLost& lost, std::vector<std::byte>& out) {
+    if (!valid_namespace(lost.process.nspace))
+        throw std::invalid_argument("control plane: invalid MPI namespace '" + lost.process.nspace + "'");
+    put_u8(out, static_cast<std::uint8_t>(FrameType::peer_lost));
+    put_mpi_process(out, lost.process);
+}
+
+// Namespace and rank; an empty namespace reads as none (with rank 0).
+bool read_mpi_process(Reader& in, std::optional<MpiProcess>& out) {
+    MpiProcess process;
+    if (!in.short_text(process.nspace) || !in.u32(process.rank)) return false;
+    if (process.nspace.empty()) {
+        out.reset();
+        return process.rank == 0;
+    }
+    if (!valid_namespace(process.nspace)) return false;
+    out = std::move(process);
+    return true;
+}
 
 DecodeError decode_hello(Reader& in, Message& out) {
     std::uint8_t version = 0;
@@ -162,7 +197,7 @@ DecodeError decode_hello(Reader& in, Message& out) {
     for (std::uint8_t& byte : hello.token)
         if (!in.u8(byte)) return DecodeError::malformed_hello;
     if (!in.i32(hello.world_rank) || !in.i32(hello.pid) || !in.short_text(hello.role) ||
-        !in.short_text(hello.hostname) || in.remaining() != 0)
+        !in.short_text(hello.hostname) || !read_mpi_process(in, hello.mpi_process) || in.remaining() != 0)
         return DecodeError::malformed_hello;
     if (hello.world_rank < 0 || hello.pid <= 0 || !valid_role(hello.role) || !valid_hostname(hello.hostname))
         return DecodeError::malformed_hello;
@@ -258,6 +293,10 @@ bool valid_role(std::string_view role) { return valid_name(role, kMaxRoleBytes, 
 bool valid_hostname(std::string_view hostname) { return valid_name(hostname, kMaxHostnameBytes, false); }
 bool valid_event_name(std::string_view name) { return valid_name(name, kMaxEventNameBytes, true); }
 bool valid_step_tag(std::int64_t tag) { return tag >= kOptimizerStepTag && tag <= kMaxStepTag; }
+bool valid_namespace(std::string_view nspace) {
+    return !nspace.empty() && nspace.size() <= kMaxNamespaceBytes &&
+           std::all_of(nspace.begin(), nspace.end(), [](char c) { return c > ' ' && c < 0x7f; });
+}
 
 void encode(const Message& message, std::vector<std::byte>& out, std::size_t max_payload) {
     const std::size_t frame_start = out.size();
@@ -290,6 +329,7 @@ std::string_view to_string(DecodeError error) {
         case DecodeError::malformed_event: return "malformed_event";
         case DecodeError::malformed_bye: return "malformed_bye";
         case DecodeError::malformed_record_ack: return "malformed_record_ack";
+        case DecodeError::malformed_peer_lost: return "malformed_peer_lost";
     }
     return "unknown";
 }
@@ -310,6 +350,12 @@ DecodeError decode_payload(std::span<const std::byte> payload, Message& out) {
             if (in.remaining() != 0) return DecodeError::malformed_record_ack;
             out = RecordAck{};
             return DecodeError::none;
+        case FrameType::peer_lost: {
+            std::optional<MpiProcess> process;
+            if (!read_mpi_process(in, process) || !process || in.remaining() != 0) return DecodeError::malformed_peer_lost;
+            out = PeerLost{std::move(*process)};
+            return DecodeError::none;
+        }
     }
     return DecodeError::unknown_type;
 }

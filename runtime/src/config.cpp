@@ -189,6 +189,7 @@ const std::vector<Field<Detection>>& detection_fields() {
         {.key = "port", .member = &Detection::port, .min = 0, .max = 65535},
         {.key = "metrics", .member = &Detection::metrics},
         {.key = "metrics_port", .member = &Detection::metrics_port, .min = 0, .max = 65535},
+        {.key = "pass_on_losses", .member = &Detection::pass_on_losses},
     };
     return fields;
 }

@@ -336,6 +336,10 @@ void Runtime::Impl::connect_control_plane() {
     auto options = ft::HeartbeatClientOptions::from_environment(who, world_rank);
     if (!options) return;  // not started by flashrec-launch: no control plane
     options->period = std::chrono::milliseconds(cfg.detection.heartbeat_ms);
+    if (mpi.exit_notices)
+        options->on_peer_lost = [sink = mpi.exit_notices->loss_sink()](const ft::wire::MpiProcess& lost) {
+            sink(lost.nspace, lost.rank);
+        };
     if (membership.role_index < 0) progress.phase.store(ft::wire::Phase::parked);
     heartbeat = std::make_unique<ft::HeartbeatClient>(std::move(*options), progress);
 }

@@ -53,8 +53,9 @@ std::vector<std::byte> frame_of(std::vector<std::byte> payload) {
     return out;
 }
 
-wire::Hello hello_for(const wire::Token& token, std::string role, std::int32_t world_rank = 0) {
-    return wire::Hello{token, std::move(role), world_rank, 4242, "node-a"};
+wire::Hello hello_for(const wire::Token& token, std::string role, std::int32_t world_rank = 0,
+                      std::optional<wire::MpiProcess> mpi_process = std::nullopt) {
+    return wire::Hello{token, std::move(role), world_rank, 4242, "node-a", std::move(mpi_process)};
 }
 
 struct Decoded {
@@ -247,6 +248,8 @@ TEST_CASE("wire: every frame type survives a round trip, whole or one byte at a 
     const std::vector<wire::Message> messages = {
         hello_for(token, "dp3.tp0.pp0", 17),
         hello_for(token, "spare:1", 63),
+        hello_for(token, "dp0.tp0.pp0", 0, wire::MpiProcess{"prterun-node1-4711@1", 0}),
+        hello_for(token, "spare:0", 4, wire::MpiProcess{std::string(wire::kMaxNamespaceBytes, 'n'), 0xffffffefu}),
         wire::Heartbeat{0, wire::Phase::idle},
         wire::Heartbeat{12, wire::Phase::compute},
         wire::Heartbeat{wire::kOptimizerStepTag, wire::Phase::optimizer},
@@ -255,6 +258,7 @@ TEST_CASE("wire: every frame type survives a round trip, whole or one byte at a 
         wire::Event{{{"event", "loss"}, {"step", 40}, {"value", 0.125}, {"note", "h\u00e9llo"}}},
         wire::Bye{},
         wire::RecordAck{},
+        wire::PeerLost{{"prterun-node1-4711@2", 1}},
     };
     std::vector<std::byte> stream;
     for (const auto& message : messages) wire::encode(message, stream);
@@ -305,6 +309,10 @@ TEST_CASE("wire: invalid fields are refused by the encoder and by the decoder") 
     CHECK_THROWS_AS(encoded(wire::Heartbeat{-2, wire::Phase::compute}), std::invalid_argument);
     CHECK_THROWS_AS(encoded(wire::Event{{{"no_event_name", 1}}}), std::invalid_argument);
     CHECK_THROWS_AS(encoded(wire::Event{nlohmann::json::array({1, 2})}), std::invalid_argument);
+    CHECK_THROWS_AS(encoded(wire::PeerLost{{"", 1}}), std::invalid_argument);
+    CHECK_THROWS_AS(encoded(wire::PeerLost{{"name space", 1}}), std::invalid_argument);
+    CHECK_THROWS_AS(encoded(hello_for(token, "dp0.tp0.pp0", 0, wire::MpiProcess{std::string(256, 'n'), 0})),
+                    std::invalid_argument);
 
     auto payload_of = [](const wire::Message& message) {
         auto frame = encoded(message);
@@ -328,6 +336,20 @@ TEST_CASE("wire: invalid fields are refused by the encoder and by the decoder") 
     CHECK(refused_as(trailing) == DecodeError::malformed_hello);
     hello.pop_back();
     CHECK(refused_as(hello) == DecodeError::malformed_hello);
+    auto no_process_but_a_rank = payload_of(hello_for(token, "dp0.tp0.pp0"));
+    no_process_but_a_rank.back() = std::byte{1};  // an empty namespace must come with rank 0
+    CHECK(refused_as(no_process_but_a_rank) == DecodeError::malformed_hello);
+
+    auto lost = payload_of(wire::PeerLost{{"ns@1", 3}});
+    auto empty_namespace = lost;
+    empty_namespace[1] = std::byte{0};
+    empty_namespace.erase(empty_namespace.begin() + 2, empty_namespace.begin() + 6);
+    CHECK(refused_as(empty_namespace) == DecodeError::malformed_peer_lost);
+    auto space_in_namespace = lost;
+    space_in_namespace[3] = std::byte{' '};
+    CHECK(refused_as(space_in_namespace) == DecodeError::malformed_peer_lost);
+    lost.push_back(std::byte{0});
+    CHECK(refused_as(lost) == DecodeError::malformed_peer_lost);
 
     auto beat = payload_of(wire::Heartbeat{5, wire::Phase::compute});
     auto bad_phase = beat;
@@ -967,6 +989,67 @@ TEST_CASE("live: a connection dropped without BYE is reported lost") {
     CHECK(incident.reason == IncidentReason::connection_lost);
     CHECK(incident.last_step_tag == 11);
     CHECK(live.controller->rank("dp2.tp0.pp0")->status == RankStatus::lost);
+}
+
+TEST_CASE("live: a process's end is passed on to the others; a BYE, a cut connection and a teardown are not") {
+    LiveController live;
+    StepProgress progress;
+    struct Heard {
+        std::mutex mutex;
+        std::vector<wire::MpiProcess> lost;
+        void add(const wire::MpiProcess& p) {
+            const std::lock_guard lock(mutex);
+            lost.push_back(p);
+        }
+        std::vector<wire::MpiProcess> all() {
+            const std::lock_guard lock(mutex);
+            return lost;
+        }
+    } heard_a, heard_b;
+    auto options_a = live.client_options("dp0.tp0.pp0", 0);
+    options_a.mpi_process = wire::MpiProcess{"job@1", 0};
+    options_a.on_peer_lost = [&](const wire::MpiProcess& p) { heard_a.add(p); };
+    auto options_b = live.client_options("dp1.tp0.pp0", 1);
+    options_b.mpi_process = wire::MpiProcess{"job@1", 1};
+    options_b.on_peer_lost = [&](const wire::MpiProcess& p) { heard_b.add(p); };
+    HeartbeatClient a(options_a, progress);
+    HeartbeatClient b(options_b, progress);
+    REQUIRE(eventually([&] { return live.registered("dp0.tp0.pp0") && live.registered("dp1.tp0.pp0"); }));
+
+    auto status_of = [&](const std::string& role) { return live.controller->rank(role)->status; };
+    {  // leaves on purpose
+        RawConnection leaving(live.controller->port());
+        leaving.send(hello_for(live.token, "dp2.tp0.pp0", 2, wire::MpiProcess{"job@1", 2}));
+        leaving.send(wire::Bye{});
+        REQUIRE(eventually([&] { return live.controller->rank("dp2.tp0.pp0") && status_of("dp2.tp0.pp0") == RankStatus::exited; }));
+    }
+    {  // the controller cuts it (a second HELLO): the process may live on
+        RawConnection turncoat(live.controller->port());
+        turncoat.send(hello_for(live.token, "dp3.tp0.pp0", 3, wire::MpiProcess{"job@1", 3}));
+        turncoat.send(hello_for(live.token, "dp3.tp0.pp0", 3, wire::MpiProcess{"job@1", 3}));
+        REQUIRE(eventually([&] { return live.controller->rank("dp3.tp0.pp0") && status_of("dp3.tp0.pp0") == RankStatus::lost; }));
+    }
+    live.controller->hold_losses(true);  // the launcher ends the attempt itself
+    {
+        RawConnection ended(live.controller->port());
+        ended.send(hello_for(live.token, "dp4.tp0.pp0", 4, wire::MpiProcess{"job@1", 4}));
+        REQUIRE(eventually([&] { return live.registered("dp4.tp0.pp0", 0); }));
+    }
+    REQUIRE(eventually([&] { return status_of("dp4.tp0.pp0") == RankStatus::lost; }));
+    live.controller->hold_losses(false);
+    {  // a spawned process (its own namespace) dies: EOF without BYE
+        RawConnection victim(live.controller->port());
+        victim.send(hello_for(live.token, "dp5.tp0.pp0", 5, wire::MpiProcess{"job@2", 0}));
+        REQUIRE(eventually([&] { return live.registered("dp5.tp0.pp0", 0); }));
+    }
+    REQUIRE(eventually([&] { return !heard_a.all().empty() && !heard_b.all().empty(); }));
+    // Frames to one connection keep their order: had an earlier end been passed on, it came first.
+    CHECK(heard_a.all() == std::vector<wire::MpiProcess>{{"job@2", 0}});
+    CHECK(heard_b.all() == std::vector<wire::MpiProcess>{{"job@2", 0}});
+    CHECK(live.controller->peer_lost_count() == 2);
+    CHECK(log_has(live.log_path, "rank_loss_passed_on", R"("nspace":"job@2")"));
+    CHECK(a.active());  // PEER_LOST is a frame a rank takes: the connection stays
+    CHECK(b.active());
 }
 
 TEST_CASE("live: when the controller disappears the client stops quietly and its destructor is prompt") {

@@ -92,12 +92,12 @@ def judge(kind, ranks, text, result):
     return ok, f"error (shrink {shrink})", detection, note
 
 
-def run_case(program, transport, kind, op, ranks, timeout, env_extra, program_args=(), mpirun_args=()):
+def run_case(program, transport, kind, op, ranks, timeout, env_extra, program_args=(), mpirun_args=(), host=()):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         result_path = f.name
     env = dict(os.environ, FLASHREC_TRANSPORT=transport, **env_extra)
     start = time.monotonic()
-    p = subprocess.run([FR_RUN, "--timeout", str(timeout), "--result", result_path, "--", FR_MPIRUN, "-n",
+    p = subprocess.run([FR_RUN, "--timeout", str(timeout), "--result", result_path, "--", *host, FR_MPIRUN, "-n",
                         str(ranks), *mpirun_args, program, kind, op, *program_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, env=env)
     wall = time.monotonic() - start
@@ -128,14 +128,20 @@ def main():
     ap.add_argument("--verbose", action="store_true", help="print the output of failed cases")
     ap.add_argument("--mpirun-args", default="", help="more mpirun arguments, one shell-quoted string (across "
                     "the Slurm test cluster's nodes: \"--prtemca plm_slurm_args --no-kill --map-by ppr:1:node\")")
+    ap.add_argument("--control-plane", metavar="HOST",
+                    help="run each case under this control_plane_host (the launcher's controller alone): every "
+                    "process keeps a control-plane connection and takes the losses it passes on")
+    ap.add_argument("--control-bind", default="127.0.0.1",
+                    help="the controller's address, one every node reaches (with --control-plane)")
     a = ap.parse_args()
+    host = [a.control_plane, "--bind", a.control_bind, "--"] if a.control_plane else []
     cases = []
     print(f"{'transport':9} {'kind':8} {'op':9} {'outcome':34} {'detect ms':>10} {'wall s':>6}  note", flush=True)
     for transport in a.transports.split(","):
         for kind in a.kinds.split(","):
             for op in ([""] if kind == "none" else a.ops.split(",")):
                 c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {},
-                             ["--no-exit-notices"] if a.no_exit_notices else [], shlex.split(a.mpirun_args))
+                             ["--no-exit-notices"] if a.no_exit_notices else [], shlex.split(a.mpirun_args), host)
                 cases.append(c)
                 mark = "" if c["passed"] else "FAIL "
                 print(f"{transport:9} {kind:8} {c['op']:9} {mark + c['outcome']:34} {c['detection_ms']:>10} "

@@ -17,6 +17,9 @@
 // spawn (MPI_Comm_spawn of one child over MPI_COMM_WORLD, then a barrier).
 // --no-ticker: without the progress ticker (the control experiment for kind `none`).
 // --no-exit-notices: without ft::ExitNotices (the control experiment for exits over sm: trap 1).
+// Under a controller (FLASHREC_CONTROL set: conformance.py --control-plane) each process keeps a
+// control-plane connection as a flashrec rank does, and hands the losses the controller passes on
+// (PEER_LOST) to ULFM through ft::ExitNotices, as the runtime does.
 // Each process prints one typed line, `conformance: {json}`, which the driver reads:
 //   victim:    {"role":"victim","kind":..,"death_unix_us":..}  just before it dies
 //   survivor:  {"role":"survivor","rank":..,"error":"PROC_FAILED|REVOKED|SUCCESS|OTHER(<n>)",
@@ -35,12 +38,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/exit_notices.hpp"
 #include "flashrec/ft/leaving.hpp"
 #include "flashrec/ft/progress_ticker.hpp"
@@ -156,12 +161,21 @@ int main(int argc, char** argv) {
     flashrec::ft::leave_by_signal(detector.on);
     std::optional<flashrec::ft::ExitNotices> exit_notices;
     if (!no_exit_notices) exit_notices.emplace(rank == 0);
+    flashrec::ft::StepProgress progress;
+    std::unique_ptr<flashrec::ft::HeartbeatClient> control;
+    if (auto options = flashrec::ft::HeartbeatClientOptions::from_environment("rank:" + std::to_string(rank), rank)) {
+        if (exit_notices)
+            options->on_peer_lost = [sink = exit_notices->loss_sink()](const flashrec::ft::wire::MpiProcess& lost) {
+                sink(lost.nspace, lost.rank);
+            };
+        control = std::make_unique<flashrec::ft::HeartbeatClient>(std::move(*options), progress);
+    }
     if (rank == 0)
         std::printf("conformance: {\"role\":\"setup\",\"detector\":%s,\"detector_thread\":%s,\"period_s\":%g,"
-                    "\"timeout_s\":%g,\"ticker_ms\":%lld,\"exit_notices\":%s}\n",
+                    "\"timeout_s\":%g,\"ticker_ms\":%lld,\"exit_notices\":%s,\"control_plane\":%s}\n",
                     detector.on ? "true" : "false", detector.own_thread ? "true" : "false", detector.period_s,
                     detector.timeout_s, ticker ? static_cast<long long>(ticker->interval().count()) : 0LL,
-                    exit_notices && exit_notices->active() ? "true" : "false");
+                    exit_notices && exit_notices->active() ? "true" : "false", control ? "true" : "false");
     std::fflush(stdout);
     const int victim = size - 1;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -201,6 +215,7 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
     ticker.reset();  // before MPI_Finalize
+    control.reset();  // BYE: this process leaves on purpose
     exit_notices.reset();
     MPI_Finalize();
     std::printf("finalized rank %d\n", rank);

@@ -106,6 +106,7 @@ detection:
   port: 7070
   metrics: true
   metrics_port: 9100
+  pass_on_losses: false
 recovery:
   phase_deadline_ms: 2000
   max_epochs: 5
@@ -165,6 +166,7 @@ TEST_CASE("a complete train.yaml sets every field") {
     CHECK(c.detection.port == 7070);
     CHECK(c.detection.metrics);
     CHECK(c.detection.metrics_port == 9100);
+    CHECK_FALSE(c.detection.pass_on_losses);
     CHECK(c.recovery.phase_deadline_ms == 2000);
     CHECK(c.recovery.max_epochs == 5);
     CHECK_FALSE(c.recovery.spawn);
@@ -306,7 +308,7 @@ TEST_CASE("bad: unknown keys, with a suggestion when one is close") {
                 "is not a known key (it belongs in 'protection': protection.replicas)");
     check_error(
         "detection:\n  colour: blue\n", 2, "detection.colour",
-        "is not a known key (known: heartbeat_ms, hang_timeout_ms, startup_timeout_ms, bind, port, metrics, metrics_port)");
+        "is not a known key (known: heartbeat_ms, hang_timeout_ms, startup_timeout_ms, bind, port, metrics, metrics_port, pass_on_losses)");
     CHECK(config::parse("trainer:\n  anything: goes\n  nested: {deep: [1]}\n", "t")
               .trainer["anything"]
               .as<std::string>() == "goes");

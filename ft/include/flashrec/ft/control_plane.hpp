@@ -30,6 +30,12 @@ struct HeartbeatClientOptions {
     wire::Token token{};     // FLASHREC_TOKEN
     std::string role;
     std::int32_t world_rank = 0;
+    // This process as PMIx names it (PMIX_NAMESPACE, PMIX_RANK): the controller passes it to
+    // the job's other processes when this one's connection closes without BYE.
+    std::optional<wire::MpiProcess> mpi_process;
+    // Another MPI process of the job is gone (the controller's PEER_LOST), on the client's
+    // thread; keep it short. Empty: such frames are ignored.
+    std::function<void(const wire::MpiProcess&)> on_peer_lost;
     std::chrono::milliseconds period{100};
     std::chrono::milliseconds connect_timeout{2'000};
     // A lost or refused connection is retried (HELLO again) with a backoff up to 1 s, for this
@@ -41,8 +47,9 @@ struct HeartbeatClientOptions {
     // Diagnostics (one line each, rare); empty: std::cerr.
     std::function<void(std::string_view)> log;
 
-    // From FLASHREC_CONTROL and FLASHREC_TOKEN; nullopt when FLASHREC_CONTROL is unset (no
-    // controller: the rank runs without one). Throws flashrec::ConfigError when they are malformed.
+    // From FLASHREC_CONTROL and FLASHREC_TOKEN (and PMIx's PMIX_NAMESPACE and PMIX_RANK, when
+    // both are there and well formed); nullopt when FLASHREC_CONTROL is unset (no controller:
+    // the rank runs without one). Throws flashrec::ConfigError when the first two are malformed.
     static std::optional<HeartbeatClientOptions> from_environment(std::string role, std::int32_t world_rank);
 };
 

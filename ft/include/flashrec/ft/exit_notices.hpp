@@ -14,6 +14,9 @@
 // or flashrec built without PMIx's header), `active()` is false and a reason says why.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -34,10 +37,18 @@ public:
     // Why the handler is not registered, for the log; nullopt when it is.
     const std::optional<std::string>& unavailable() const { return unavailable_; }
 
+    // Hands ULFM the loss of another MPI process learnt elsewhere (flashrec-launch's control
+    // plane: PEER_LOST), as the same event. Callable from any thread; once this object is gone
+    // (before MPI_Finalize) it does nothing. Without active() it does nothing either.
+    using LossSink = std::function<void(const std::string& nspace, std::uint32_t rank)>;
+    LossSink loss_sink() const;
+
 private:
+    struct Gate;
     bool registered_ = false;
     std::size_t handler_ref_ = 0;
     std::optional<std::string> unavailable_;
+    std::shared_ptr<Gate> gate_;
 };
 
 // Whether the notices' structs (built from Debian's PMIx 4.2 header) fit the PMIx client a

@@ -19,17 +19,22 @@ namespace flashrec::ft::wire {
 
 inline constexpr std::size_t kLengthPrefixBytes = 4;
 inline constexpr std::size_t kDefaultMaxPayload = 64 * 1024;
-inline constexpr std::uint8_t kProtocolVersion = 1;
+inline constexpr std::uint8_t kProtocolVersion = 2;  // 2: HELLO names the MPI process
 inline constexpr std::size_t kMaxRoleBytes = 64;
 inline constexpr std::size_t kMaxHostnameBytes = 255;
 inline constexpr std::size_t kMaxEventNameBytes = 64;
+inline constexpr std::size_t kMaxNamespaceBytes = 255;  // PMIX_MAX_NSLEN
 // Deeper JSON is refused before parsing: it is never legitimate and costs stack to print.
 inline constexpr std::size_t kMaxEventDepth = 32;
 // Step tags are exact in a JSON double and 2 * tag cannot overflow (see RankTracker).
 inline constexpr std::int64_t kMaxStepTag = std::int64_t{1} << 53;
-// The largest HELLO: type, version, token, world rank, pid, role and hostname with their lengths.
+// The largest HELLO: type, version, token, world rank, pid, role and hostname with their lengths,
+// the MPI process's namespace with its length and its rank.
 // Until a connection has authenticated, no larger frame is buffered for it.
-inline constexpr std::size_t kMaxHelloPayload = 1 + 1 + 16 + 4 + 4 + 1 + kMaxRoleBytes + 1 + kMaxHostnameBytes;
+inline constexpr std::size_t kMaxHelloPayload =
+    1 + 1 + 16 + 4 + 4 + 1 + kMaxRoleBytes + 1 + kMaxHostnameBytes + 1 + kMaxNamespaceBytes + 4;
+// The largest frame the controller sends (PEER_LOST): type, namespace with its length, rank.
+inline constexpr std::size_t kMaxControllerPayload = 1 + 1 + kMaxNamespaceBytes + 4;
 // FlashRecovery's step tag while the optimizer mutates state.
 inline constexpr std::int64_t kOptimizerStepTag = -1;
 
@@ -43,8 +48,8 @@ std::optional<Token> token_from_hex(std::string_view hex);
 // Constant time: a wrong token must not reveal how many leading bytes were right.
 bool tokens_equal(const Token& a, const Token& b);
 
-// hello..bye go from a rank to the controller; record_ack is the one frame the controller sends.
-enum class FrameType : std::uint8_t { hello = 1, heartbeat = 2, event = 3, bye = 4, record_ack = 5 };
+// hello..bye go from a rank to the controller; record_ack and peer_lost from the controller to a rank.
+enum class FrameType : std::uint8_t { hello = 1, heartbeat = 2, event = 3, bye = 4, record_ack = 5, peer_lost = 6 };
 
 // What a rank is doing. The step tag alone cannot tell a parked spare or a rank in recovery
 // (legitimately not stepping) from a stuck one.
@@ -60,6 +65,14 @@ enum class Phase : std::uint8_t {
 inline constexpr std::uint8_t kMaxPhase = static_cast<std::uint8_t>(Phase::parked);
 std::string_view to_string(Phase phase);
 
+// A process as its MPI's runtime (PMIx) names it: namespace and rank (PMIX_NAMESPACE and
+// PMIX_RANK in its environment). A spawned process has a namespace of its own.
+struct MpiProcess {
+    std::string nspace;
+    std::uint32_t rank = 0;
+    bool operator==(const MpiProcess&) const = default;
+};
+
 // First frame of every connection.
 struct Hello {
     Token token{};
@@ -67,6 +80,7 @@ struct Hello {
     std::int32_t world_rank = 0;
     std::int32_t pid = 0;
     std::string hostname;
+    std::optional<MpiProcess> mpi_process;  // none: not started by a PMIx launcher
     bool operator==(const Hello&) const = default;
 };
 
@@ -94,13 +108,22 @@ struct RecordAck {
     bool operator==(const RecordAck&) const = default;
 };
 
-using Message = std::variant<Hello, Heartbeat, Event, Bye, RecordAck>;
+// Controller to rank: another MPI process of the job is gone (its connection closed without
+// BYE: its process ended). The rank passes it to its MPI as a process failure, which its own
+// runtime may never report across nodes (docs/control-plane.md, "Losses passed on").
+struct PeerLost {
+    MpiProcess process;
+    bool operator==(const PeerLost&) const = default;
+};
+
+using Message = std::variant<Hello, Heartbeat, Event, Bye, RecordAck, PeerLost>;
 
 // Field rules, shared by the encoder (fail early on the sender) and the decoder.
 bool valid_role(std::string_view role);          // 1..64 of [A-Za-z0-9._:-]
 bool valid_hostname(std::string_view hostname);  // 1..255 of [A-Za-z0-9._-]
 bool valid_event_name(std::string_view name);    // 1..64 of [A-Za-z0-9._:-]
 bool valid_step_tag(std::int64_t tag);           // -1 .. kMaxStepTag
+bool valid_namespace(std::string_view nspace);   // 1..255 printable ASCII, no space
 
 // Appends one frame (prefix + payload) to `out`. Throws std::invalid_argument for a message
 // the decoder would refuse (bad field, payload over max_payload), so a bug shows at the sender.
@@ -118,6 +141,7 @@ enum class DecodeError : std::uint8_t {
     malformed_event,
     malformed_bye,
     malformed_record_ack,
+    malformed_peer_lost,
 };
 std::string_view to_string(DecodeError error);
 

@@ -79,6 +79,9 @@ struct Detection {
     int port = 0;                     // 0: any free port
     bool metrics = false;
     int metrics_port = 0;
+    // The launcher passes a process's end (its control connection closed without BYE) to the
+    // job's other processes, which hand it to ULFM: across nodes PRRTE may never tell them.
+    bool pass_on_losses = true;
 };
 
 // How the MPI job's processes talk (docs/config.md, "mpi"); tools/fr-mpirun turns it into MCA flags.
