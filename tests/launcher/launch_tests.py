@@ -225,10 +225,11 @@ def frame(payload):
     return struct.pack("<I", len(payload)) + payload
 
 
-def hello(token, role=b"dp0.tp0.pp0", version=1, pid=4242):
+def hello(token, role=b"dp0.tp0.pp0", version=2, pid=4242):
+    """A HELLO as docs/control-plane.md lays it out, without an MPI process (empty namespace, rank 0)."""
     host = b"attacker"
     return frame(bytes([1, version]) + token + struct.pack("<ii", 0, pid) + bytes([len(role)]) + role +
-                 bytes([len(host)]) + host)
+                 bytes([len(host)]) + host + bytes([0]) + struct.pack("<I", 0))
 
 
 def attack(endpoint, rng):
