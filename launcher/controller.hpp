@@ -151,8 +151,8 @@ struct ControllerOptions {
     std::shared_ptr<EventLog> event_log;
     // A registered process whose connection closes without BYE (EOF or reset: its process
     // ended) is passed to every other connected process as PEER_LOST, which they hand to their
-    // MPI as a process failure: across nodes PRRTE may never tell them (docs/control-plane.md,
-    // "Losses passed on"). train.yaml: detection.pass_on_losses.
+    // MPI as a process failure, beside PRRTE's own notices (docs/control-plane.md, "Losses
+    // passed on"). train.yaml: detection.pass_on_losses.
     bool pass_on_losses = true;
     // Called once per incident, on the controller's thread (or the thread calling feed_*); keep
     // them short. Exceptions they throw are logged and swallowed.

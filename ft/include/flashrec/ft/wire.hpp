@@ -109,8 +109,8 @@ struct RecordAck {
 };
 
 // Controller to rank: another MPI process of the job is gone (its connection closed without
-// BYE: its process ended). The rank passes it to its MPI as a process failure, which its own
-// runtime may never report across nodes (docs/control-plane.md, "Losses passed on").
+// BYE: its process ended). The rank passes it to its MPI as a process failure, whether or not
+// PRRTE told it too (docs/control-plane.md, "Losses passed on").
 struct PeerLost {
     MpiProcess process;
     bool operator==(const PeerLost&) const = default;

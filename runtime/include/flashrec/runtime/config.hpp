@@ -80,7 +80,7 @@ struct Detection {
     bool metrics = false;
     int metrics_port = 0;
     // The launcher passes a process's end (its control connection closed without BYE) to the
-    // job's other processes, which hand it to ULFM: across nodes PRRTE may never tell them.
+    // job's other processes, which hand it to ULFM: a path beside PRRTE's own notices.
     bool pass_on_losses = true;
 };
 
