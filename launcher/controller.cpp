@@ -385,26 +385,23 @@ public:
 
 private:
     void send(const wire::Message& message, const char* what) {
-        outbox_.emplace_back();
-        wire::encode(message, outbox_.back());
-        outbox_names_.push_back(what);
+        outbox_.push_back({{}, what});
+        wire::encode(message, outbox_.back().bytes);
         if (outbox_.size() == 1) write_next();
     }
 
     void write_next() {
-        asio::async_write(socket_, asio::buffer(outbox_.front()), [self = shared_from_this()](const error_code& ec, std::size_t) {
+        asio::async_write(socket_, asio::buffer(outbox_.front().bytes), [self = shared_from_this()](const error_code& ec, std::size_t) {
             // The rank left already (its wait is bounded); its EOF ends the session as usual.
             if (ec) {
                 if (!self->closed_)
                     self->owner_.log("control_plane_error", {{"peer", self->peer_},
-                                                             {"what", std::string(self->outbox_names_.front()) +
+                                                             {"what", std::string(self->outbox_.front().name) +
                                                                           " not sent: " + ec.message()}});
                 self->outbox_.clear();
-                self->outbox_names_.clear();
                 return;
             }
             self->outbox_.pop_front();
-            self->outbox_names_.pop_front();
             if (!self->outbox_.empty()) self->write_next();
         });
     }
@@ -450,8 +447,11 @@ private:
     std::optional<RankSlot> slot_;
     std::string peer_;
     std::string source_;  // the peer's address without the port
-    std::deque<std::vector<std::byte>> outbox_;  // frames to the rank; the front one is being written
-    std::deque<const char*> outbox_names_;        // for the log, beside outbox_
+    struct Outgoing {
+        std::vector<std::byte> bytes;
+        const char* name;  // for the log
+    };
+    std::deque<Outgoing> outbox_;  // frames to the rank; the front one is being written
     bool ack_sent_ = false;
     bool closed_ = false;
     bool counted_pending_ = true;
