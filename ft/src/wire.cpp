@@ -50,9 +50,9 @@ public:
         return true;
     }
     bool i32(std::int32_t& value) {
-        std::uint64_t raw = 0;
-        if (!le(raw, 4)) return false;
-        value = static_cast<std::int32_t>(static_cast<std::uint32_t>(raw));
+        std::uint32_t raw = 0;
+        if (!u32(raw)) return false;
+        value = static_cast<std::int32_t>(raw);
         return true;
     }
     bool i64(std::int64_t& value) {

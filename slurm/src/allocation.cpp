@@ -1,5 +1,7 @@
 #include "flashrec/slurm/allocation.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <future>
 #include <sstream>
@@ -205,20 +207,28 @@ std::vector<std::string> probe_command(const std::string& job_id, const std::str
 }
 
 std::vector<std::string> unreachable_nodes(const std::string& job_id, const std::vector<std::string>& nodes,
-                                           std::chrono::milliseconds timeout) {
+                                           std::chrono::milliseconds timeout, std::size_t at_once) {
     require_slurm_config();
-    std::vector<std::future<bool>> answered;
-    for (const auto& node : nodes)
-        answered.push_back(std::async(std::launch::async, [argv = probe_command(job_id, node), timeout] {
+    std::vector<std::vector<std::string>> probes;
+    for (const auto& node : nodes) probes.push_back(probe_command(job_id, node));
+    // Each prober takes the next node until none is left: at most `at_once` sruns at a time.
+    std::vector<char> answered(nodes.size(), 0);
+    std::atomic<std::size_t> next{0};
+    const auto prober = [&] {
+        for (std::size_t i; (i = next.fetch_add(1)) < probes.size();) {
             try {
-                return run_command(argv, timeout).exit_code == 0;
+                answered[i] = run_command(probes[i], timeout).exit_code == 0;
             } catch (const CommandTimedOut&) {
-                return false;
             }
-        }));
+        }
+    };
+    std::vector<std::future<void>> probers;
+    for (std::size_t k = 0; k < std::min(std::max<std::size_t>(at_once, 1), probes.size()); ++k)
+        probers.push_back(std::async(std::launch::async, prober));
+    for (auto& p : probers) p.get();
     std::vector<std::string> out;
     for (std::size_t i = 0; i < nodes.size(); ++i)
-        if (!answered[i].get()) out.push_back(nodes[i]);
+        if (!answered[i]) out.push_back(nodes[i]);
     return out;
 }
 

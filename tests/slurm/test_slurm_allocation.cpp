@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -137,23 +138,43 @@ TEST_CASE("drain, resume and requeue command lines") {
     CHECK_THROWS_AS(fs::probe_command("--all", "node07"), fs::SlurmError);
 }
 
-TEST_CASE("unreachable_nodes: a node whose probe fails or does not end in time, all probed at once") {
+TEST_CASE("unreachable_nodes: a node whose probe fails or does not end in time, a bounded number at once") {
     // A fake srun (the part under test is the launcher's use of it, not Slurm): n2 fails as
     // srun does for a node whose slurmd is gone, n3 never answers, the others start `true`.
+    // Each records how many fake sruns live beside it (itself included) while it runs.
     const auto dir = std::filesystem::temp_directory_path() / ("flashrec-fake-srun." + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
+    const auto live = dir / "live";
+    std::filesystem::create_directories(live);
     {
         std::ofstream fake(dir / "srun");
         fake << "#!/bin/sh\n"
+                "touch " << live.string() << "/$$\n"
+                "ls " << live.string() << " | wc -l >> " << (dir / "counts").string() << "\n"
+                "sleep 0.2\n"
+                "rm -f " << live.string() << "/$$\n"
                 "case \"$5\" in --nodelist=n2) exit 1 ;; --nodelist=n3) exec sleep 30 ;; esac\n"
                 "exec \"$7\"\n";
     }
     std::filesystem::permissions(dir / "srun", std::filesystem::perms::owner_all);
+    const auto most_at_once = [&] {
+        std::ifstream in(dir / "counts");
+        int most = 0;
+        for (int n; in >> n;) most = std::max(most, n);
+        std::filesystem::remove(dir / "counts");
+        return most;
+    };
     const std::string path = dir.string() + ":" + std::getenv("PATH");
     const std::string conf = minimal_conf();
     EnvVar c("SLURM_CONF", conf.c_str()), p("PATH", path.c_str());
     CHECK(fs::unreachable_nodes("7", {"n1", "n2", "n3", "n4"}, 1500ms) == Strings{"n2", "n3"});
     CHECK(fs::unreachable_nodes("7", {"n1", "n4"}, 5s).empty());
+    // Seven nodes, two at a time: every one probed, in the order given, never three at once.
+    std::filesystem::remove(dir / "counts");
+    const Strings seven{"n1", "n2", "n5", "n6", "n7", "n8", "n9"};
+    CHECK(fs::unreachable_nodes("7", seven, 5s, 2) == Strings{"n2"});
+    CHECK(most_at_once() <= 2);
+    CHECK(fs::unreachable_nodes("7", seven, 5s, 1) == Strings{"n2"});
+    CHECK(most_at_once() == 1);
     std::filesystem::remove_all(dir);
     // No srun at all is an error, not every node lost.
     EnvVar bare("PATH", "/nonexistent");

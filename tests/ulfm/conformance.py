@@ -6,7 +6,7 @@ FLASHREC_TRANSPORT set to the transport) under tools/fr-run, which kills it at -
 passes when it ends (never a hang) in
 
   repaired   every survivor shrank to ranks-1 and an allreduce on the shrunk communicator
-             gave ranks-1, or
+             gave ranks-1 (with --live-on-ms, and then it went on working that long), or
   error      every survivor reported a named error (shrink failed with one) and the job ended;
 
 and, for kind `none` (nobody dies, every rank computes 3 detector timeouts with no MPI call),
@@ -81,6 +81,9 @@ def judge(kind, ranks, text, result):
     if finalized < ranks - 1:
         note = (note + "; " if note else "") + f"{finalized} finalized"
     if all(s["shrink"] == "SUCCESS" and s["shrunk_size"] == ranks - 1 and s["sum_ok"] for s in survivors):
+        lived = "/".join(sorted({s.get("live_on", "SUCCESS") for s in survivors}))
+        if lived != "SUCCESS":
+            return False, f"repaired, then FAILED ({lived})", detection, note
         if not all(s["error"] in NAMED for s in survivors):
             return False, f"WRONG ERROR ({errors}), repaired", detection, note
         return True, f"repaired ({errors})", detection, note
@@ -123,6 +126,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=40, help="seconds per case before it counts as a hang")
     ap.add_argument("--json", help="write every case (with its output) here")
+    ap.add_argument("--live-on-ms", type=int, default=0,
+                    help="the survivors go on this long on the repaired communicator before they report: an MPI "
+                    "job that ends under them after the repair fails the case (docs/ulfm-traps.md trap 14)")
     ap.add_argument("--no-exit-notices", action="store_true",
                     help="the control experiment: the program runs without ft::ExitNotices (trap 1)")
     ap.add_argument("--verbose", action="store_true", help="print the output of failed cases")
@@ -140,8 +146,10 @@ def main():
     for transport in a.transports.split(","):
         for kind in a.kinds.split(","):
             for op in ([""] if kind == "none" else a.ops.split(",")):
-                c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {},
-                             ["--no-exit-notices"] if a.no_exit_notices else [], shlex.split(a.mpirun_args), host)
+                program_args = (["--no-exit-notices"] if a.no_exit_notices else []) + \
+                    (["--live-on-ms", str(a.live_on_ms)] if a.live_on_ms else [])
+                c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {}, program_args,
+                             shlex.split(a.mpirun_args), host)
                 cases.append(c)
                 mark = "" if c["passed"] else "FAIL "
                 print(f"{transport:9} {kind:8} {c['op']:9} {mark + c['outcome']:34} {c['detection_ms']:>10} "

@@ -17,13 +17,18 @@
 // spawn (MPI_Comm_spawn of one child over MPI_COMM_WORLD, then a barrier).
 // --no-ticker: without the progress ticker (the control experiment for kind `none`).
 // --no-exit-notices: without ft::ExitNotices (the control experiment for exits over sm: trap 1).
+// --live-on-ms N: after the repair the survivors go on for N ms (a barrier on the shrunk
+// communicator every 10 ms), as a job's training does, before they report: an MPI job that ends
+// under its survivors after a repair (PRRTE's count of its ended processes, docs/ulfm-traps.md
+// trap 14) then shows as a survivor that never reported.
 // Under a controller (FLASHREC_CONTROL set: conformance.py --control-plane) each process keeps a
 // control-plane connection as a flashrec rank does, and hands the losses the controller passes on
 // (PEER_LOST) to ULFM through ft::ExitNotices, as the runtime does.
 // Each process prints one typed line, `conformance: {json}`, which the driver reads:
 //   victim:    {"role":"victim","kind":..,"death_unix_us":..}  just before it dies
 //   survivor:  {"role":"survivor","rank":..,"error":"PROC_FAILED|REVOKED|SUCCESS|OTHER(<n>)",
-//               "error_unix_us":..,"shrink":"SUCCESS|..","shrunk_size":..,"sum_ok":..}
+//               "error_unix_us":..,"shrink":"SUCCESS|..","shrunk_size":..,"sum_ok":..,
+//               "live_on_ms":..,"live_on":"SUCCESS|<the first failed barrier's error>"}
 //   computing: {"role":"computer","rank":..,"barrier":"SUCCESS|..."}
 // and "finalized rank <r>" after MPI_Finalize returns. The runtime's own progress ticker
 // (ft/progress_ticker.hpp) and its way of ending (ft/leaving.hpp: by SIGKILL) run exactly as in a
@@ -138,13 +143,15 @@ int main(int argc, char** argv) {
         return 0;
     }
     bool no_ticker = false, no_exit_notices = false;  // the control experiments
+    long long live_on_ms = 0;
     for (int i = 3; i < argc; ++i) {
         if (std::strcmp(argv[i], "--no-ticker") == 0) no_ticker = true;
         else if (std::strcmp(argv[i], "--no-exit-notices") == 0) no_exit_notices = true;
+        else if (std::strcmp(argv[i], "--live-on-ms") == 0 && i + 1 < argc) live_on_ms = std::atoll(argv[++i]);
         else argc = 0;
     }
-    if (argc < 3) {
-        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker] [--no-exit-notices]\n");
+    if (argc < 3 || live_on_ms < 0) {
+        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker] [--no-exit-notices] [--live-on-ms N]\n");
         return 2;
     }
     const std::string kind = argv[1], op = argv[2];
@@ -199,19 +206,24 @@ int main(int argc, char** argv) {
         const long long error_at = unix_us();
         if (rc != MPI_SUCCESS) MPIX_Comm_revoke(MPI_COMM_WORLD);
         MPI_Comm shrunk = MPI_COMM_NULL;
-        int shrunk_size = -1, sum_ok = 0;
+        int shrunk_size = -1, sum_ok = 0, live_on_rc = MPI_SUCCESS;
         const int shrink_rc = MPIX_Comm_shrink(MPI_COMM_WORLD, &shrunk);
         if (shrink_rc == MPI_SUCCESS) {
             MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN);
             MPI_Comm_size(shrunk, &shrunk_size);
             int one = 1, sum = 0;
             sum_ok = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, shrunk) == MPI_SUCCESS && sum == shrunk_size;
+            // A count, not a deadline: every survivor must enter the same number of barriers.
+            for (long long i = 0; sum_ok && live_on_rc == MPI_SUCCESS && i < live_on_ms / 10; ++i) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                live_on_rc = MPI_Barrier(shrunk);
+            }
             MPI_Comm_free(&shrunk);
         }
         std::printf("conformance: {\"role\":\"survivor\",\"rank\":%d,\"error\":\"%s\",\"error_unix_us\":%lld,"
-                    "\"shrink\":\"%s\",\"shrunk_size\":%d,\"sum_ok\":%s}\n",
+                    "\"shrink\":\"%s\",\"shrunk_size\":%d,\"sum_ok\":%s,\"live_on_ms\":%lld,\"live_on\":\"%s\"}\n",
                     rank, error_name(rc).c_str(), error_at, error_name(shrink_rc).c_str(), shrunk_size,
-                    sum_ok ? "true" : "false");
+                    sum_ok ? "true" : "false", live_on_ms, error_name(live_on_rc).c_str());
     }
     std::fflush(stdout);
     ticker.reset();  // before MPI_Finalize

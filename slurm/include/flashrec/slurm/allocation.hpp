@@ -60,11 +60,16 @@ std::vector<std::string> job_nodes(const std::string& job_id,
 // launch at once (docs/ulfm-traps.md, "PRRTE and Slurm").
 std::vector<std::string> probe_command(const std::string& job_id, const std::string& node);
 
-// Runs probe_command on every node at once and waits at most `timeout` for each: the nodes whose
-// probe failed or did not end in time, in the order given. Throws SlurmError when Slurm is not
-// usable here (no config, no srun).
+// How many probes run at once: every node of a 1,000-node layout at once would be 1,000 sruns
+// asking slurmctld for a step in the same second.
+inline constexpr std::size_t kProbesAtOnce = 32;
+
+// Runs probe_command on every node, at most `at_once` at a time (the next starts as one ends), and
+// waits at most `timeout` for each: the nodes whose probe failed or did not end in time, in the
+// order given. It takes at most ceil(nodes / at_once) x `timeout`, and about `timeout` when fewer
+// than `at_once` nodes hang. Throws SlurmError when Slurm is not usable here (no config, no srun).
 std::vector<std::string> unreachable_nodes(const std::string& job_id, const std::vector<std::string>& nodes,
-                                           std::chrono::milliseconds timeout);
+                                           std::chrono::milliseconds timeout, std::size_t at_once = kProbesAtOnce);
 
 // --- drain and requeue ---------------------------------------------------------------------
 
