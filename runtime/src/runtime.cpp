@@ -629,6 +629,7 @@ void Runtime::Impl::finish_loop() {
     // peers abandoned the step while the others got here) is repaired like one in a step: the
     // caller recovers and the last step runs again. Nothing below has happened yet.
     if (abandoned) return;
+    ft::nonzero_exits_by_signal(false);
     const std::size_t shm_bytes = protection ? protection->host_bytes() : 0;
     const auto snapshot = protection ? protection->last_snapshot() : ft::SnapshotTiming{};
     const auto totals = protection ? protection->total_snapshots() : ft::SnapshotTiming{};
@@ -1226,6 +1227,7 @@ std::int64_t Runtime::loop_start() {
     im.abandoned = false;
     im.register_platform();
     im.loop_started = true;
+    ft::nonzero_exits_by_signal(true);  // a trainer's exit(n) in the loop is a rank's failure (trap 14)
     if (im.restore_pending) {
         // This process took a dead role: its state arrives from the survivors.
         im.receive_restore();

@@ -126,6 +126,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=40, help="seconds per case before it counts as a hang")
     ap.add_argument("--json", help="write every case (with its output) here")
+    ap.add_argument("--keep-exit-codes", action="store_true",
+                    help="the control experiment: exit(n) ends with its code, not by SIGKILL as in a flashrec "
+                    "rank's step loop (docs/ulfm-traps.md trap 14)")
     ap.add_argument("--live-on-ms", type=int, default=0,
                     help="the survivors go on this long on the repaired communicator before they report: an MPI "
                     "job that ends under them after the repair fails the case (docs/ulfm-traps.md trap 14)")
@@ -147,6 +150,7 @@ def main():
         for kind in a.kinds.split(","):
             for op in ([""] if kind == "none" else a.ops.split(",")):
                 program_args = (["--no-exit-notices"] if a.no_exit_notices else []) + \
+                    (["--keep-exit-codes"] if a.keep_exit_codes else []) + \
                     (["--live-on-ms", str(a.live_on_ms)] if a.live_on_ms else [])
                 c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {}, program_args,
                              shlex.split(a.mpirun_args), host)

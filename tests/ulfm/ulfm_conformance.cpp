@@ -3,7 +3,8 @@
 // The last rank dies (<kind>) 200 ms after a barrier while the others are in <op>; they revoke,
 // shrink, and prove the shrunk communicator works (an allreduce of the right sum). Kinds:
 //   kill segv abort        signals (SIGKILL, SIGSEGV, SIGABRT)
-//   exit3 _exit3           exit(3) / _exit(3): a non-zero exit, the death trap 1 is about
+//   exit3 _exit3           exit(3) / _exit(3): a non-zero exit, the death trap 1 is about (exit(3)
+//                          ends by SIGKILL unless --keep-exit-codes: trap 14)
 //   exit0                  exit(0) without MPI_Finalize
 //   end76 end77            flashrec's own refusals as the runtime ends them (end_job:
 //                          ft::leave_process with kExitStateLost / kExitNoSpare, its progress
@@ -17,6 +18,8 @@
 // spawn (MPI_Comm_spawn of one child over MPI_COMM_WORLD, then a barrier).
 // --no-ticker: without the progress ticker (the control experiment for kind `none`).
 // --no-exit-notices: without ft::ExitNotices (the control experiment for exits over sm: trap 1).
+// --keep-exit-codes: exit(n) ends with its code (the control experiment for trap 14); by default
+// it ends by SIGKILL, as in a flashrec rank's step loop (ft::nonzero_exits_by_signal).
 // --live-on-ms N: after the repair the survivors go on for N ms (a barrier on the shrunk
 // communicator every 10 ms), as a job's training does, before they report: an MPI job that ends
 // under its survivors after a repair (PRRTE's count of its ended processes, docs/ulfm-traps.md
@@ -142,16 +145,17 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return 0;
     }
-    bool no_ticker = false, no_exit_notices = false;  // the control experiments
+    bool no_ticker = false, no_exit_notices = false, keep_exit_codes = false;  // the control experiments
     long long live_on_ms = 0;
     for (int i = 3; i < argc; ++i) {
         if (std::strcmp(argv[i], "--no-ticker") == 0) no_ticker = true;
         else if (std::strcmp(argv[i], "--no-exit-notices") == 0) no_exit_notices = true;
+        else if (std::strcmp(argv[i], "--keep-exit-codes") == 0) keep_exit_codes = true;
         else if (std::strcmp(argv[i], "--live-on-ms") == 0 && i + 1 < argc) live_on_ms = std::atoll(argv[++i]);
         else argc = 0;
     }
     if (argc < 3 || live_on_ms < 0) {
-        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker] [--no-exit-notices] [--live-on-ms N]\n");
+        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker] [--no-exit-notices] [--keep-exit-codes] [--live-on-ms N]\n");
         return 2;
     }
     const std::string kind = argv[1], op = argv[2];
@@ -166,6 +170,7 @@ int main(int argc, char** argv) {
     if (const auto interval = flashrec::ft::ticker_interval(detector); interval && !no_ticker)
         ticker.emplace(*interval);
     flashrec::ft::leave_by_signal(detector.on);
+    flashrec::ft::nonzero_exits_by_signal(!keep_exit_codes);
     std::optional<flashrec::ft::ExitNotices> exit_notices;
     if (!no_exit_notices) exit_notices.emplace(rank == 0);
     flashrec::ft::StepProgress progress;

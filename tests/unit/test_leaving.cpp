@@ -1,6 +1,7 @@
 // How flashrec's own exits leave (ft/leaving.hpp): by SIGKILL where only Open MPI's in-band detector
-// would see an exit code (docs/ulfm-traps.md trap 1), with the code otherwise. Each case runs in a forked
-// child that starts MPI as a singleton (no mpirun) and ends one way; the parent reads how it ended.
+// would see an exit code (docs/ulfm-traps.md trap 1), with the code otherwise; and a trainer's exit(n)
+// in the step loop: by SIGKILL, which PRRTE counts once (trap 14). Each case runs in a forked child
+// that starts MPI as a singleton (no mpirun) and ends one way; the parent reads how it ended.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <mpi.h>
@@ -60,4 +61,38 @@ TEST_CASE("leave_process keeps the exit code unless signal exits are on and MPI 
               MPI_Finalize();
               ft::leave_process(78);
           }) == "exit 78");
+}
+
+TEST_CASE("nonzero_exits_by_signal turns exit(n) into SIGKILL only while on, MPI is up and n != 0") {
+    CHECK(ending_of([] {
+              ft::nonzero_exits_by_signal(true);
+              std::exit(3);  // MPI never started
+          }) == "exit 3");
+    CHECK(ending_of([] {
+              start_mpi();
+              ft::nonzero_exits_by_signal(true);
+              std::exit(3);
+          }) == "signal 9");
+    CHECK(ending_of([] {
+              start_mpi();
+              ft::nonzero_exits_by_signal(true);
+              std::exit(0);  // not a failure: unfinalized, but with its code
+          }) == "exit 0");
+    CHECK(ending_of([] {
+              start_mpi();
+              ft::nonzero_exits_by_signal(true);
+              ft::nonzero_exits_by_signal(false);  // the loop ended
+              std::exit(2);
+          }) == "exit 2");
+    CHECK(ending_of([] {
+              start_mpi();
+              ft::nonzero_exits_by_signal(true);
+              MPI_Finalize();
+              std::exit(4);
+          }) == "exit 4");
+    CHECK(ending_of([] {
+              start_mpi();
+              ft::nonzero_exits_by_signal(true);
+              _exit(5);  // no handler runs
+          }) == "exit 5");
 }
