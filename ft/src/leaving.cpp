@@ -14,7 +14,7 @@ namespace flashrec::ft {
 namespace {
 
 std::atomic<bool> by_signal{false};
-std::atomic<bool> nonzero_exit_by_signal{false};
+std::atomic<bool> loop_exits_by_signal{false};
 
 bool mpi_is_up() {
     int initialized = 0, finalized = 0;
@@ -25,7 +25,7 @@ bool mpi_is_up() {
 
 // Registered with on_exit (glibc), which, unlike atexit, hands the handler the exit status.
 void on_process_exit(int status, void*) {
-    if (status == 0 || !nonzero_exit_by_signal.load() || !mpi_is_up()) return;
+    if (status == 0 || !loop_exits_by_signal.load() || !mpi_is_up()) return;
     std::fprintf(stderr,
                  "flashrec[pid %d]: exit(%d) inside the step loop: ending by SIGKILL instead, so that PRRTE counts "
                  "this rank's failure once (docs/ulfm-traps.md, trap 14)\n",
@@ -41,7 +41,7 @@ void leave_by_signal(bool on) { by_signal.store(on); }
 void nonzero_exits_by_signal(bool on) {
     static std::once_flag registered;
     if (on) std::call_once(registered, [] { ::on_exit(on_process_exit, nullptr); });
-    nonzero_exit_by_signal.store(on);
+    loop_exits_by_signal.store(on);
 }
 
 void leave_process(int exit_code) {
