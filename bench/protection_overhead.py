@@ -238,7 +238,8 @@ def every_table(a, tmp):
                       f"(off {off:.2f}), ratio {row['ratio']:.3f}, snapshot adds {row['exposed_ms']:.2f} ms to its step, "
                       f"replay per failure {row['expected_replay_ms']:.1f} ms expected", flush=True)
     print()
-    print(f"protection.every, {a.pairs} run(s) each, {a.steps} steps, CPU-bound step, ratios within this run "
+    step_kind = "CPU-bound step" if a.device_ms[0] == 0 else f"device-like step ({a.device_ms[0]} ms)"
+    print(f"protection.every, {a.pairs} run(s) each, {a.steps} steps, {step_kind}, ratios within this run "
           f"({os.cpu_count()} cores; a shared, loaded machine makes the absolute times noisy)")
     print("| ranks | sharded MiB | every | k (per run) | off: mean step (ms) | on: mean step (ms) | overhead ratio "
           "| step with / without a snapshot (ms) | snapshot adds (ms) | expected replay per failure: steps (ms) "
