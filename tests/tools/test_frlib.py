@@ -82,6 +82,9 @@ events=$3
 echo '{"event":"launch","pid":'$$'}' >> "$events"
 sleep 0.3
 echo '{"event":"step","step":1}' >> "$events"
+# Exits only once the watcher has seen the step (it touches $events.seen; fr-run's timeout bounds
+# the wait): on a loaded machine the watcher may not run between this write and the exit.
+while [ ! -e "$events.seen" ]; do sleep 0.01; done
 echo final_checksum=0123456789abcdef
 sleep 30 >/dev/null 2>&1 &
 exit 3
@@ -94,6 +97,7 @@ def watcher(run):
     seen.append(len(run.records()))
     if any(r["event"] == "step" for r in run.records()):
         run.done = True
+        open(log_path + ".seen", "w").close()
 
 
 run = frlib.launch(fake, "train.yaml", log_path, faults=["role=0:step=1:action=kill"], timeout=20, watcher=watcher,
