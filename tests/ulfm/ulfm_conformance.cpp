@@ -218,10 +218,16 @@ int main(int argc, char** argv) {
             MPI_Comm_size(shrunk, &shrunk_size);
             int one = 1, sum = 0;
             sum_ok = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, shrunk) == MPI_SUCCESS && sum == shrunk_size;
-            // A count, not a deadline: every survivor must enter the same number of barriers.
-            for (long long i = 0; sum_ok && live_on_rc == MPI_SUCCESS && i < live_on_ms / 10; ++i) {
+            // A count, not a deadline: every survivor must enter the same number of barriers. An
+            // error may reach one survivor only, so they agree before each barrier whether all go
+            // on: one leaving alone would leave the others waiting in a barrier until the timeout.
+            int all_go_on = sum_ok;
+            MPIX_Comm_agree(shrunk, &all_go_on);  // the flag is uniform even when it reports a failure
+            for (long long i = 0; all_go_on && i < live_on_ms / 10; ++i) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
                 live_on_rc = MPI_Barrier(shrunk);
+                all_go_on = live_on_rc == MPI_SUCCESS;
+                MPIX_Comm_agree(shrunk, &all_go_on);
             }
             MPI_Comm_free(&shrunk);
         }
