@@ -202,7 +202,8 @@ def launch(launcher, config, events_path, faults=(), extra=(), timeout=240, exit
     `extra`) under fr-run: a hard timeout, every process of it reaped, a leak check, and with
     `exit_code` that exit code required. The event log is removed first; the merged output is
     kept beside it (events_path + ".out"). `watcher(running)` is called every `poll_s` while the
-    launcher runs, until it sets running.done."""
+    launcher runs, until it sets running.done; records written just before the launcher exits may
+    never be shown to it (a loaded machine), so judge the run by the returned Launch's records."""
     if os.path.exists(events_path):
         os.remove(events_path)
     result_path = events_path + ".fr-run.json"
