@@ -255,7 +255,9 @@ struct Controller::Impl {
     std::atomic<std::uint64_t> drops_logged{0};
     std::atomic<std::uint64_t> heartbeats{0};
     std::atomic<std::uint64_t> peer_lost_frames{0};
-    std::atomic<bool> losses_held{false};
+    // Under tracker_mutex: whether a loss is passed on is decided in the same step that marks the
+    // rank lost, so a hold lifted once the loss is seen never lets that loss through.
+    bool losses_held = false;
 
     // Declared before everything that does I/O through it: destroyed last.
     asio::io_context io;
@@ -592,7 +594,7 @@ void Controller::Impl::on_disconnect(RankSlot slot, bool clean, bool process_gon
         const std::lock_guard lock(tracker_mutex);
         if (const RankInfo* info = tracker.current(slot)) {
             if (clean) exited = *info;
-            else if (process_gone) gone = info->mpi_process;
+            else if (process_gone && options.pass_on_losses && !losses_held) gone = info->mpi_process;
         }
         lost = tracker.disconnect(slot, clean, ControlClock::now());
     }
@@ -600,7 +602,7 @@ void Controller::Impl::on_disconnect(RankSlot slot, bool clean, bool process_gon
         log("rank_exited", {{"role", exited->role}, {"pid", exited->pid}, {"last_step_tag", exited->step_tag}});
     if (lost) {
         log("rank_lost", to_json(*lost));
-        if (gone && options.pass_on_losses && !losses_held)
+        if (gone)
             asio::post(io, [this, index = slot.index, process = *gone, role = lost->role] { pass_on(index, process, role); });
         invoke(options.on_lost, "on_lost", *lost);
     }
@@ -730,7 +732,10 @@ std::vector<RankInfo> Controller::ranks() const {
 std::uint64_t Controller::drop_count(DropReason reason) const { return impl_->drops[static_cast<std::size_t>(reason)]; }
 std::uint64_t Controller::heartbeat_count() const { return impl_->heartbeats.load(std::memory_order_relaxed); }
 std::uint64_t Controller::peer_lost_count() const { return impl_->peer_lost_frames.load(std::memory_order_relaxed); }
-void Controller::hold_losses(bool hold) { impl_->losses_held = hold; }
+void Controller::hold_losses(bool hold) {
+    const std::lock_guard lock(impl_->tracker_mutex);
+    impl_->losses_held = hold;
+}
 
 std::optional<RankSlot> Controller::feed_hello(const wire::Hello& hello) { return impl_->admit(hello, "direct"); }
 bool Controller::feed_heartbeat(RankSlot slot, const wire::Heartbeat& beat) { return impl_->on_heartbeat(slot, beat); }
