@@ -13,7 +13,7 @@ matrix:  the fault matrix. A failure-free run per spare kind, then one run per f
 compare: the CPU and the GPU version of the same shape, failure-free, the loss of every step;
          passes when every step's |gpu - cpu| <= tolerance * max(1, |cpu|) (default 1e-3: the
          two differ in the last bits of every float sum, FMA contraction and tanhf, never more).
-repair:  NCCL repaired per group after a TP peer is killed (hot spare): recovery.nccl_repair auto
+repair:  NCCL repaired per group after role 0's TP peer (0,1,0) is killed (hot spare): recovery.nccl_repair auto
          (shrink + grow where the NCCL loaded has ncclCommGrow) against reinit, alternating. Per
          group (dp, tp, pp) the slowest rank's first_step_nccl_<group>_<action> ms, the first step
          after the repair against the median step (target: <= median + 50 ms), bitwise.
@@ -38,17 +38,17 @@ import frlib  # noqa: E402
 CONFIGS = os.path.join(ROOT, "tests", "gpu", "configs")
 TRAINER = os.path.join("examples", "mlp3d_cuda", "mlp3d_trainer")
 ROLES = 8
-# (spare, role, step, phase, what the role is to role 0)
+# (spare, role as dp,tp,pp, step, phase, what the role is to role 0 = 0,0,0)
 FAULTS = [
-    ("hot", 1, 8, "tp_exchange", "TP peer"),
-    ("hot", 4, 10, "pp_exchange", "PP peer"),
-    ("hot", 2, 12, "allreduce", "DP peer"),
-    ("hot", 3, 6, "forward", "role 3"),
-    ("hot", 5, 14, "sync", "role 5"),
-    ("hot", 6, 16, "optimizer", "role 6"),
-    ("spawned", 1, 8, "tp_exchange", "TP peer"),
-    ("spawned", 4, 10, "pp_exchange", "PP peer"),
-    ("spawned", 2, 12, "allreduce", "DP peer"),
+    ("hot", "0,1,0", 8, "tp_exchange", "TP peer"),
+    ("hot", "0,0,1", 10, "pp_exchange", "PP peer"),
+    ("hot", "1,0,0", 12, "allreduce", "DP peer"),
+    ("hot", "1,1,0", 6, "forward", "dp1.tp1.pp0"),
+    ("hot", "0,1,1", 14, "sync", "dp0.tp1.pp1"),
+    ("hot", "1,0,1", 16, "optimizer", "dp1.tp0.pp1"),
+    ("spawned", "0,1,0", 8, "tp_exchange", "TP peer"),
+    ("spawned", "0,0,1", 10, "pp_exchange", "PP peer"),
+    ("spawned", "1,0,0", 12, "allreduce", "DP peer"),
 ]
 GROUPS = ("dp", "tp", "pp")
 ENV = {"FLASHREC_GPU_SHARED": "1", "NCCL_SOCKET_IFNAME": "lo"}
@@ -153,7 +153,7 @@ def cmd_repair(a):
     trials = {mode: [] for mode in a.modes}
     for t in range(a.trials):
         for mode in a.modes:
-            job = run(a.build, "hot", ["--fault", "role=1:step=10:phase=forward:action=kill"], timeout=a.timeout,
+            job = run(a.build, "hot", ["--fault", "role=0,1,0:step=10:phase=forward:action=kill"], timeout=a.timeout,
                       nccl_repair=mode)
             rec = recovery(job)
             stats = job.event("job_stats") or {}

@@ -549,7 +549,10 @@ NcclComm NcclComm::grow(int nranks, const ncclUniqueId* id, NcclOptions options)
     }
     FLASHREC_NCCL_CHECK(ncclCommUserRank(c.comm_, &c.rank_));
     FLASHREC_NCCL_CHECK(ncclCommCount(c.comm_, &c.size_));
-    release_in_background();  // the parent: healthy, but no longer used
+    // The parent: healthy, but no longer used. Its release runs beside the job and is joined
+    // when the grown communicator goes, not now (this object is usually a temporary).
+    release_in_background();
+    c.releasing_ = std::move(releasing_);
     return c;
 }
 
