@@ -144,13 +144,15 @@ int main(int argc, char** argv) {
         }
         const auto positive = [&](const std::string& key, std::int64_t fallback) {
             const std::int64_t v = rt.param_int(key, fallback);
-            if (v <= 0) throw flashrec::ConfigError("train.yaml", 0, "trainer." + key, "must be positive, got " + std::to_string(v));
+            if (v <= 0)
+                throw flashrec::ConfigError("train.yaml", 0, "trainer." + key, "must be positive, got " + std::to_string(v));
             return static_cast<std::size_t>(v);
         };
         const std::size_t hidden = positive("hidden", 16);
         const auto tp = static_cast<std::size_t>(rt.tp_size());
         if (hidden % tp != 0)
-            throw flashrec::ConfigError("train.yaml", 0, "trainer.hidden", "must be a multiple of job.tp (" + std::to_string(tp) + ")");
+            throw flashrec::ConfigError("train.yaml", 0, "trainer.hidden",
+                                        "must be a multiple of job.tp (" + std::to_string(tp) + ")");
         mlp3d::Dims d;
         d.width = positive("width", 16);
         d.local = hidden / tp;

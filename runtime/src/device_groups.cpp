@@ -113,12 +113,15 @@ std::vector<std::pair<std::string, double>> DeviceGroups::take_builds() {
 struct DeviceGroups::Held {};
 DeviceGroups::DeviceGroups() = default;
 DeviceGroups::~DeviceGroups() = default;
-void DeviceGroups::tp_allreduce(const Call&, std::span<float>) { throw Error("tp_allreduce on device memory: built without CUDA"); }
-void DeviceGroups::tp_allgather(const Call&, std::span<const float>, std::span<float>) {
-    throw Error("tp_allgather on device memory: built without CUDA");
+namespace {
+[[noreturn]] void without_cuda(const char* what) {
+    throw Error(std::string(what) + " on device memory: built without CUDA");
 }
-void DeviceGroups::pp_send(const Call&, std::span<const float>, int) { throw Error("pp_send on device memory: built without CUDA"); }
-void DeviceGroups::pp_recv(const Call&, std::span<float>, int) { throw Error("pp_recv on device memory: built without CUDA"); }
+}  // namespace
+void DeviceGroups::tp_allreduce(const Call&, std::span<float>) { without_cuda("tp_allreduce"); }
+void DeviceGroups::tp_allgather(const Call&, std::span<const float>, std::span<float>) { without_cuda("tp_allgather"); }
+void DeviceGroups::pp_send(const Call&, std::span<const float>, int) { without_cuda("pp_send"); }
+void DeviceGroups::pp_recv(const Call&, std::span<float>, int) { without_cuda("pp_recv"); }
 void DeviceGroups::abort() noexcept {}
 void DeviceGroups::finalize() {}
 std::vector<std::pair<std::string, double>> DeviceGroups::take_builds() { return {}; }

@@ -31,6 +31,14 @@ struct DevicePath::Side {
 struct DevicePath::Side {};
 #endif
 
+const ft::Comm& DevicePath::Step::comm_for(StepCollective collective) const {
+    const Group group = group_of(collective);
+    const ft::Comm* comm = group == Group::dp ? &dp : group == Group::tp ? tp : pp;
+    if (comm == nullptr)
+        throw Error(std::string("DevicePath::Step has no ") + group_name(group) + " communicator for this collective");
+    return *comm;
+}
+
 DevicePath::DevicePath() = default;
 DevicePath::~DevicePath() = default;
 
@@ -81,16 +89,15 @@ void guarded_on_device(bool abandoned, const std::function<void(const std::excep
 template <class F>
 void run_on_device(gpu::DeviceDpCollectives& dp, const DevicePath::Step& step, const void* data, F&& collective) {
     guarded_on_device(step.abandoned, step.on_failure, [&] {
-        dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(data), step.deadline,
-                   step.nccl_repair);
+        dp.prepare(step.comm_for(StepCollective::allreduce), static_cast<std::uint64_t>(step.epoch),
+                   gpu::device_memory_of(data), step.deadline, step.nccl_repair);
         collective();
     });
 }
 
-// A TP or PP collective's call on its group (`group` is step.tp or step.pp).
-DeviceGroups::Call group_call(const DevicePath::Step& step, const ft::Comm* group, const void* data, void* stream) {
-    if (group == nullptr) throw Error("a TP/PP collective on device memory without its group (DevicePath::Step)");
-    return {*group, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(data),
+// A TP or PP collective's call on its group (runtime::group_of picks it).
+DeviceGroups::Call group_call(const DevicePath::Step& step, StepCollective collective, const void* data, void* stream) {
+    return {step.comm_for(collective), static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(data),
             std::chrono::duration_cast<std::chrono::nanoseconds>(step.deadline.time_since_epoch()).count(),
             step.nccl_repair, stream};
 }
@@ -277,8 +284,8 @@ bool DevicePath::allreduce(const Step& step, std::span<float> data) {
 bool DevicePath::tp_allreduce(const Step& step, std::span<float> data) {
     if (!is_device_pointer(data.data())) return false;
 #if FLASHREC_WITH_CUDA
-    guarded_on_device(step.abandoned, step.on_failure,
-                      [&] { side_->groups.tp_allreduce(group_call(step, step.tp, data.data(), stream_), data); });
+    const auto call = [&] { return group_call(step, StepCollective::tp_allreduce, data.data(), stream_); };
+    guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.tp_allreduce(call(), data); });
 #else
     (void)step;
 #endif
@@ -290,8 +297,8 @@ bool DevicePath::tp_allgather(const Step& step, std::span<const float> part, std
 #if FLASHREC_WITH_CUDA
     if (!part.empty() && !is_device_pointer(part.data()))
         throw Error("tp_allgather: the full buffer is in device memory, the part is not");
-    guarded_on_device(step.abandoned, step.on_failure,
-                      [&] { side_->groups.tp_allgather(group_call(step, step.tp, full.data(), stream_), part, full); });
+    const auto call = [&] { return group_call(step, StepCollective::tp_allgather, full.data(), stream_); };
+    guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.tp_allgather(call(), part, full); });
 #else
     (void)step;
     (void)part;
@@ -302,8 +309,8 @@ bool DevicePath::tp_allgather(const Step& step, std::span<const float> part, std
 bool DevicePath::pp_send(const Step& step, std::span<const float> data, int stage) {
     if (!is_device_pointer(data.data())) return false;
 #if FLASHREC_WITH_CUDA
-    guarded_on_device(step.abandoned, step.on_failure,
-                      [&] { side_->groups.pp_send(group_call(step, step.pp, data.data(), stream_), data, stage); });
+    const auto call = [&] { return group_call(step, StepCollective::pp_send, data.data(), stream_); };
+    guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.pp_send(call(), data, stage); });
 #else
     (void)step;
     (void)stage;
@@ -314,8 +321,8 @@ bool DevicePath::pp_send(const Step& step, std::span<const float> data, int stag
 bool DevicePath::pp_recv(const Step& step, std::span<float> data, int stage) {
     if (!is_device_pointer(data.data())) return false;
 #if FLASHREC_WITH_CUDA
-    guarded_on_device(step.abandoned, step.on_failure,
-                      [&] { side_->groups.pp_recv(group_call(step, step.pp, data.data(), stream_), data, stage); });
+    const auto call = [&] { return group_call(step, StepCollective::pp_recv, data.data(), stream_); };
+    guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.pp_recv(call(), data, stage); });
 #else
     (void)step;
     (void)stage;

@@ -11,7 +11,9 @@
 
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/group_repair.hpp"
+#include "flashrec/ft/comm.hpp"
 #include "flashrec/runtime/device_groups.hpp"
+#include "flashrec/runtime/device_path.hpp"
 
 using namespace flashrec;
 using runtime::Group;
@@ -60,6 +62,18 @@ TEST_CASE("each step collective runs over its group's communicator") {
     CHECK(runtime::group_of(C::pp_send) == Group::pp);
     CHECK(runtime::group_of(C::pp_recv) == Group::pp);
     CHECK(std::string(runtime::group_name(Group::pp)) == "pp");
+}
+
+TEST_CASE("the device path runs each collective over the communicator of its group") {
+    // Null communicators (no MPI needed): only their addresses tell them apart.
+    const ft::Comm dp, tp, pp;
+    runtime::DevicePath::Step step{dp, 0, {}, false, {}, &tp, &pp};
+    using C = runtime::StepCollective;
+    for (C c : {C::reduce_scatter, C::allgather, C::allreduce}) CHECK(&step.comm_for(c) == &dp);
+    for (C c : {C::tp_allreduce, C::tp_allgather}) CHECK(&step.comm_for(c) == &tp);
+    for (C c : {C::pp_send, C::pp_recv}) CHECK(&step.comm_for(c) == &pp);
+    step.pp = nullptr;  // a step without its PP group refuses a PP collective by name
+    CHECK_THROWS_WITH_AS(step.comm_for(C::pp_recv), doctest::Contains("pp communicator"), Error);
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/group_repair.hpp"
 #include "flashrec/ft/region_copier.hpp"
+#include "flashrec/runtime/device_groups.hpp"
 #include "flashrec/runtime/state_registry.hpp"
 #include "flashrec/types.hpp"
 
@@ -38,6 +39,9 @@ public:
         const ft::Comm* tp = nullptr;  // the TP and PP groups of this epoch (device_groups.hpp)
         const ft::Comm* pp = nullptr;
         ft::NcclRepair nccl_repair = ft::NcclRepair::automatic;  // recovery.nccl_repair
+        // The MPI communicator `collective` runs over (runtime::group_of); throws
+        // flashrec::Error when this step has none for it.
+        const ft::Comm& comm_for(StepCollective collective) const;
     };
 
     DevicePath();
