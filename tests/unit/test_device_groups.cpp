@@ -148,12 +148,14 @@ TEST_CASE("repair plan: the fall-backs to abort + re-init") {
         CHECK(plan.action == Action::reinit);
         CHECK(plan.why.find("ncclCommGrow") != std::string::npos);
     }
-    SUBCASE("without grow but without a newcomer a shrink alone does") {
+    SUBCASE("without grow, nobody joining: auto re-initialises, shrink_grow shrinks alone") {
         std::vector<ft::GroupMember> members{survivor(0, 3), survivor(2, 3)};
         for (auto& m : members) m.can_grow = false;
-        const auto plan = ft::plan_group_repair(members, ft::NcclRepair::automatic);
+        CHECK(ft::plan_group_repair(members, ft::NcclRepair::automatic).action == Action::reinit);
+        const auto plan = ft::plan_group_repair(members, ft::NcclRepair::shrink_grow);
         CHECK(plan.action == Action::shrink_grow);
         CHECK(plan.excluded == std::vector<int>{1});
+        CHECK(plan.newcomers == 0);
     }
     SUBCASE("a communicator NCCL failed itself cannot be shrunk") {
         auto members = ok;

@@ -24,8 +24,8 @@ namespace flashrec::ft {
 
 // recovery.nccl_repair (docs/config.md).
 enum class NcclRepair {
-    automatic,    // shrink + grow where the NCCL loaded has both, else re-init
-    shrink_grow,  // as automatic (a member that cannot shrink still falls back), named for clarity
+    automatic,    // shrink + grow where every member's NCCL has grow (2.29.2+), else re-init
+    shrink_grow,  // shrink + grow; without grow a group nobody joins is still shrunk
     reinit,       // always abort + re-init (the fall-back, forced)
 };
 NcclRepair parse_nccl_repair(std::string_view name);  // throws flashrec::Error naming the value
@@ -67,9 +67,10 @@ struct GroupRepairPlan {
 const char* action_name(GroupRepairPlan::Action action);
 
 // The plan every member computes from the same gathered table. `members[p]` is position p.
-// Re-init whenever shrink + grow cannot be done by all: forced, an NCCL without grow (or
-// shrink) anywhere, a communicator NCCL failed itself (it refuses to shrink it), members that
-// disagree on the held communicator's size, or a held communicator whose ranks are not distinct.
+// Re-init whenever shrink + grow cannot be done by all: forced, an NCCL without grow anywhere
+// (auto; shrink_grow only when someone joins), a holder that cannot shrink (NCCL failed its
+// communicator, or no shrink), members that disagree on the held communicator's size, or held
+// ranks that are not distinct.
 GroupRepairPlan plan_group_repair(std::span<const GroupMember> members, NcclRepair repair);
 
 }  // namespace flashrec::ft
