@@ -1,5 +1,11 @@
 #include "direct_launch.hpp"
 
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <filesystem>
+
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/contract.hpp"
 
@@ -42,8 +48,20 @@ DirectLaunch::Variables mca_environment(const std::vector<std::string>& flags) {
     return vars;
 }
 
+std::string mpi_prefix() {
+    if (const char* set = std::getenv(ft::env::kMpiPrefix); set && *set) return set;
+    // The Open MPI this launcher (and the trainer built beside it) links: <prefix>/lib/libmpi.so.
+    Dl_info info{};
+    if (::dladdr(reinterpret_cast<void*>(&MPI_Init), &info) == 0 || !info.dli_fname) return {};
+    const std::filesystem::path lib = std::filesystem::weakly_canonical(info.dli_fname);
+    return lib.parent_path().filename() == "lib" ? lib.parent_path().parent_path().string() : std::string();
+}
+
 DirectLaunch::DirectLaunch(const std::vector<std::string>& mpirun_flags, std::string hostfile)
     : variables_(mca_environment(mpirun_flags)) {
+    // mpirun tells its ranks where Open MPI lives; srun does not (without it a relocated Open MPI
+    // looks for its help and parameter files under the prefix it was built for).
+    if (const std::string prefix = mpi_prefix(); !prefix.empty()) variables_.emplace_back("OPAL_PREFIX", prefix);
     variables_.emplace_back("SLURM_HOSTFILE", std::move(hostfile));
     variables_.emplace_back(ft::env::kDirectLaunch, "1");
 }

@@ -27,13 +27,17 @@ public:
 
     // argv: srun <step options> --ntasks N --distribution arbitrary <program_and_args...>
     std::vector<std::string> command(int processes, const std::vector<std::string>& program_and_args) const;
-    // What every task gets besides the launch's own variables: the MPI settings, the hostfile
-    // (SLURM_HOSTFILE) and FLASHREC_DIRECT_LAUNCH=1 (ft/pmix_failure_events.hpp).
+    // What every task gets besides the launch's own variables: the MPI settings, OPAL_PREFIX,
+    // the hostfile (SLURM_HOSTFILE) and FLASHREC_DIRECT_LAUNCH=1 (ft/pmix_failure_events.hpp).
     const Variables& variables() const { return variables_; }
 
 private:
     Variables variables_;
 };
+
+// Where the Open MPI of this launcher lives (OPAL_PREFIX for the tasks): FLASHREC_MPI_PREFIX,
+// else the prefix of the libmpi this process runs; "" when neither is known.
+std::string mpi_prefix();
 
 // The wrapper's mpirun flags as OMPI_MCA_* variables: `--mca k v` is OMPI_MCA_k=v, `--with-ft
 // ulfm` is OMPI_MCA_mpi_ft_enable=1, `-x K=V` is K=V; `--oversubscribe` has no meaning for srun.

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "direct_launch.hpp"
@@ -86,6 +87,8 @@ TEST_CASE("a direct plan starts one srun step of every rank and hot spare, with 
     CHECK(value_of(all, "SLURM_HOSTFILE") == "/work/job.events.jsonl.hosts");
     CHECK(value_of(all, "OMPI_MCA_mpi_ft_enable") == "1");
     CHECK(value_of(all, "FLASHREC_ROLE_OF_RANK") == "0,1,2,3");
+    // Where Open MPI lives, as mpirun would have told the ranks: the libmpi this test runs.
+    CHECK(std::filesystem::exists(value_of(all, "OPAL_PREFIX") + "/lib"));
 }
 
 TEST_CASE("without direct launch the plan runs the wrapper, and the ranks hear nothing of srun") {

@@ -25,9 +25,12 @@
 #                    the hot spare on the spare node takes over, the step lives
 #   direct_node_loss direct launch; a whole active node is killed (cgroup.kill): tier 1 in-job
 #                    with the hot spare, no new MPI job
+#   direct_node_freeze direct launch; a whole active node is frozen (cgroup.freeze): lost by the
+#                    node timeout (detection.node_timeout_ms), tier 1 in-job with the hot spare;
+#                    thawed once the job recovered: its rank must not come back (a zombie)
 # FLASHREC_E2E_HANG_MS overrides detection.hang_timeout_ms (3000), e.g. to study a stall by hand.
 source "$(dirname "$0")/lib.sh"
-mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss> <flashrec-launch> <trainer>}
+mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss|direct_node_freeze> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
 trainer=$(realpath "${3:?trainer executable}")
 victim=frnode3  # an active node that is not the batch host (frnode1 runs the launcher)
@@ -97,7 +100,7 @@ case $mode in
     node_loss | spares_exhausted | shrink | direct_node_loss)
         "$TC/node.sh" kill "$victim" >/dev/null
         say "KILLED node $victim (every process on it)" ;;
-    node_freeze)
+    node_freeze | direct_node_freeze)
         "$TC/node.sh" freeze "$victim" >/dev/null
         say "FROZE node $victim (every process on it stopped)" ;;
     ranks_of_node | ranks_of_node_hot | direct_ranks_of_node_hot)
@@ -114,6 +117,12 @@ esac
 
 if [ "$mode" = spares_exhausted ]; then
     wait_until 90 "job $job requeued and started again" release_requeued "$job"
+fi
+if [ "$mode" = direct_node_freeze ]; then
+    recovered() { grep -aq 'RECOVERED tier' "$out"; }
+    wait_until 60 "job $job recovered in-job" recovered
+    "$TC/node.sh" thaw "$victim" >/dev/null
+    say "THAWED node $victim after the recovery"
 fi
 wait_until 150 "job $job finished" job_done "$job"
 [ "$mode" = node_freeze ] && "$TC/node.sh" thaw "$victim" >/dev/null
@@ -167,6 +176,11 @@ if mode == "spares_exhausted":
     assert relayouts and relayouts[0]["doubled_up"] == [victim], "the lost node's ranks were not doubled up"
     print(f"checkpoint for requeue: step {req[0]['step']}; requeued; resumed from it")
     sys.exit(0)
+if mode == "direct_node_freeze":
+    lost = [r for r in recs if r["event"] == "node_lost" and r.get("node") == victim]
+    assert lost, f"no node_lost record for {victim}"
+    print(f"node_lost: {victim}, roles {lost[0]['roles']}, silent {lost[0]['silent_ms']} ms "
+          f"(node timeout {lost[0]['node_timeout_ms']} ms, {lost[0]['evidence_heartbeats']} heartbeats of evidence)")
 if mode.startswith("direct"):
     assert len(launches) == 1, f"direct launch: {len(launches)} MPI jobs started; a hot spare was left, so 1 was expected"
 final_nodes = launches[-1].get("nodes") if len(launches) > 1 else None
@@ -189,10 +203,13 @@ if relaunch:
           f"(tier 2, warm relaunch; {r['steps_replayed']} step(s) replayed)")
 elif recovery:
     r = recovery[0]
-    if mode in ("ranks_of_node_hot", "direct_ranks_of_node_hot", "direct_node_loss"):
+    if mode in ("ranks_of_node_hot", "direct_ranks_of_node_hot", "direct_node_loss", "direct_node_freeze"):
         assert r["tier"] == 1 and r["replacement"] == "hot", f"expected a tier-1 hot-spare recovery, got {r['replacement']}"
     print(f"tier {r['tier']} in-job recovery ({r['replacement']}) in {r['total_ms']:.0f} ms: " +
           ", ".join(f"{k} {v:.0f}" for k, v in r["phases_ms"].items()))
+    print(f"IN-JOB RECOVERY: kill -> failure noticed {r['failure_noticed_unix_us'] / 1000 - kill_ms:.0f} ms, "
+          f"kill -> back in the training loop {r['back_in_loop_unix_us'] / 1000 - kill_ms:.0f} ms "
+          f"(tier {r['tier']}, {r['replacement']}; {len(launches)} MPI job(s) in all)")
 else:
     raise SystemExit("no recovery record")
 PY
