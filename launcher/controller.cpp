@@ -1,6 +1,8 @@
 #include "controller.hpp"
 #include "node_liveness.hpp"
 
+#include <map>
+
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/io_loop.hpp"
@@ -649,6 +651,7 @@ void Controller::Impl::pass_on(std::uint32_t lost_index, const wire::MpiProcess&
 void Controller::Impl::lose_node(const std::string& node) {
     std::vector<std::pair<RankIncident, std::optional<wire::MpiProcess>>> lost;
     std::vector<std::uint32_t> indexes;
+    std::map<std::uint32_t, wire::MpiProcess> selves;  // what each lost process is told of itself
     {
         const std::lock_guard lock(tracker_mutex);
         const auto now = ControlClock::now();
@@ -656,6 +659,7 @@ void Controller::Impl::lose_node(const std::string& node) {
             const RankInfo* info = tracker.current(slot);
             std::optional<wire::MpiProcess> gone;
             if (info && options.pass_on_losses && !losses_held) gone = info->mpi_process;
+            if (info && !losses_held && info->mpi_process) selves.emplace(slot.index, *info->mpi_process);
             if (info) liveness->forget(info->role);
             if (auto incident = tracker.disconnect(slot, false, now)) {
                 incident->reason = IncidentReason::node_silent;
@@ -674,10 +678,14 @@ void Controller::Impl::lose_node(const std::string& node) {
     for (std::size_t i = 0; i < lost.size(); ++i) {
         const auto& [incident, gone] = lost[i];
         log("rank_lost", to_json(incident));
-        // Its connection is closed (a thawed process is not heard again), and its loss passed on.
-        asio::post(io, [this, index = indexes[i], gone = gone, role = incident.role] {
-            if (index < session_by_index.size())
-                if (const auto session = session_by_index[index].lock()) session->close_superseded();
+        // The lost process itself is told so, first: a frozen one reads it once thawed and ends
+        // itself before it touches MPI again (runtime: on_peer_lost naming itself); its next
+        // heartbeat is refused, which closes the connection. Then the others hear of the loss.
+        std::optional<wire::MpiProcess> self;
+        if (const auto it = selves.find(indexes[i]); it != selves.end()) self = it->second;
+        asio::post(io, [this, index = indexes[i], gone = gone, self, role = incident.role] {
+            if (self && index < session_by_index.size())
+                if (const auto session = session_by_index[index].lock()) session->send_peer_lost(*self);
             if (gone) pass_on(index, *gone, role);
         });
         invoke(options.on_lost, "on_lost", incident);

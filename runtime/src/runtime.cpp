@@ -341,10 +341,17 @@ void Runtime::Impl::connect_control_plane() {
     auto options = ft::HeartbeatClientOptions::from_environment(who, world_rank);
     if (!options) return;  // not started by flashrec-launch: no control plane
     options->period = std::chrono::milliseconds(cfg.detection.heartbeat_ms);
-    if (mpi.exit_notices)
-        options->on_peer_lost = [sink = mpi.exit_notices->loss_sink()](const ft::wire::MpiProcess& lost) {
-            sink(lost.nspace, lost.rank);
-        };
+    options->on_peer_lost = [sink = mpi.exit_notices ? mpi.exit_notices->loss_sink() : ft::ExitNotices::LossSink{},
+                             me = options->mpi_process](const ft::wire::MpiProcess& lost) {
+        // The launcher declared this very process lost (its node fell silent: frozen or cut off,
+        // now back). The others have repaired without it: it must not touch MPI again.
+        if (me && lost.nspace == me->nspace && lost.rank == me->rank) {
+            std::fprintf(stderr, "flashrec[pid %d]: the launcher declared this process lost (its node fell silent); "
+                                 "ending it\n", static_cast<int>(getpid()));
+            ::kill(::getpid(), SIGKILL);
+        }
+        if (sink) sink(lost.nspace, lost.rank);
+    };
     if (membership.role_index < 0) progress.phase.store(ft::wire::Phase::parked);
     heartbeat = std::make_unique<ft::HeartbeatClient>(std::move(*options), progress);
 }
