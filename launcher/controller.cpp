@@ -669,7 +669,7 @@ void Controller::Impl::lose_node(const std::string& node) {
         }
     }
     nlohmann::json roles = nlohmann::json::array();
-    for (const auto& [incident, gone] : lost) roles.push_back(incident.role);
+    for (const auto& entry : lost) roles.push_back(entry.first.role);
     log("node_lost", {{"node", node},
                       {"roles", roles},
                       {"silent_ms", lost.empty() ? 0 : lost.front().first.detection_latency.count()},
@@ -683,10 +683,10 @@ void Controller::Impl::lose_node(const std::string& node) {
         // heartbeat is refused, which closes the connection. Then the others hear of the loss.
         std::optional<wire::MpiProcess> self;
         if (const auto it = selves.find(indexes[i]); it != selves.end()) self = it->second;
-        asio::post(io, [this, index = indexes[i], gone = gone, self, role = incident.role] {
+        asio::post(io, [this, index = indexes[i], passed_on = gone, self, role = incident.role] {
             if (self && index < session_by_index.size())
                 if (const auto session = session_by_index[index].lock()) session->send_peer_lost(*self);
-            if (gone) pass_on(index, *gone, role);
+            if (passed_on) pass_on(index, *passed_on, role);
         });
         invoke(options.on_lost, "on_lost", incident);
     }
