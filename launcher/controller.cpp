@@ -1,4 +1,7 @@
 #include "controller.hpp"
+#include "node_liveness.hpp"
+
+#include <map>
 
 #include "flashrec/errors.hpp"
 #include "flashrec/ft/event_log.hpp"
@@ -85,6 +88,7 @@ std::string_view to_string(IncidentReason reason) {
         case IncidentReason::stalled: return "stalled";
         case IncidentReason::connection_lost: return "connection_lost";
         case IncidentReason::superseded: return "superseded";
+        case IncidentReason::node_silent: return "node_silent";
     }
     return "unknown";
 }
@@ -98,6 +102,7 @@ std::string_view to_string(DropReason reason) {
         case DropReason::bad_token: return "bad_token";
         case DropReason::protocol_violation: return "protocol_violation";
         case DropReason::hello_timeout: return "hello_timeout";
+        case DropReason::from_lost_node: return "from_lost_node";
         case DropReason::too_many_pending: return "too_many_pending";
     }
     return "unknown";
@@ -206,6 +211,14 @@ std::optional<RankInfo> RankTracker::find(const std::string& role) const {
     return records_[entry->second].info;
 }
 
+std::vector<RankSlot> RankTracker::active_on(const std::string& hostname) const {
+    std::vector<RankSlot> slots;
+    for (std::uint32_t i = 0; i < records_.size(); ++i)
+        if (records_[i].info.status == RankStatus::active && records_[i].info.hostname == hostname)
+            slots.push_back({i, records_[i].generation});
+    return slots;
+}
+
 std::vector<RankInfo> RankTracker::snapshot() const {
     std::vector<RankInfo> infos;
     infos.reserve(records_.size());
@@ -236,6 +249,8 @@ struct Controller::Impl {
     // passed on; a connection the controller cut, or one that failed otherwise, is not.
     void on_disconnect(RankSlot slot, bool clean, bool process_gone);
     void run_check();
+    // Every active rank of `node` lost at once (NodeLiveness said so).
+    void lose_node(const std::string& node);
     // io thread only: PEER_LOST to every connection but the lost process's own.
     void pass_on(std::uint32_t lost_index, const wire::MpiProcess& process, const std::string& role);
 
@@ -250,6 +265,7 @@ struct Controller::Impl {
 
     mutable std::mutex tracker_mutex;
     RankTracker tracker;
+    std::optional<NodeLiveness> liveness;  // under tracker_mutex; with options.node_timeout
 
     std::array<std::atomic<std::uint64_t>, kDropReasonCount> drops{};
     std::atomic<std::uint64_t> drops_logged{0};
@@ -463,6 +479,7 @@ Controller::Impl::Impl(ControllerOptions opts)
     : options(std::move(opts)),
       event_log(options.event_log ? options.event_log : std::make_shared<EventLog>(std::clog)),
       tracker(options.hang_timeout) {
+    if (options.node_timeout > milliseconds::zero()) liveness.emplace(options.node_timeout, options.heartbeat_period);
     if (options.hang_timeout <= milliseconds::zero() || options.check_period <= milliseconds::zero() ||
         options.hello_timeout <= milliseconds::zero())
         throw std::invalid_argument("control plane: timeouts and the check period must be positive");
@@ -528,8 +545,15 @@ std::optional<RankSlot> Controller::Impl::admit(const wire::Hello& hello, std::s
     const auto now = ControlClock::now();
     {
         const std::lock_guard lock(tracker_mutex);
+        if (liveness && liveness->lost(hello.hostname)) {
+            // A node given up on stays given up: its processes take no role back.
+            record_drop(DropReason::from_lost_node, peer, "role " + hello.role + ", pid " + std::to_string(hello.pid) +
+                                                              " on " + hello.hostname + ", a node declared lost");
+            return std::nullopt;
+        }
         previous = tracker.find(hello.role);
         slot = tracker.register_rank(hello, now);
+        if (liveness) liveness->watch(hello.role, hello.hostname, now);
     }
     nlohmann::json fields = {{"role", hello.role},
                              {"world_rank", hello.world_rank},
@@ -554,6 +578,8 @@ bool Controller::Impl::on_heartbeat(RankSlot slot, const wire::Heartbeat& beat) 
     const auto now = ControlClock::now();
     const std::lock_guard lock(tracker_mutex);
     if (!tracker.heartbeat(slot, beat, now)) return false;
+    if (liveness)
+        if (const RankInfo* info = tracker.current(slot)) liveness->heard(info->role, now);
     heartbeats.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
@@ -596,6 +622,8 @@ void Controller::Impl::on_disconnect(RankSlot slot, bool clean, bool process_gon
             if (clean) exited = *info;
             else if (process_gone && options.pass_on_losses && !losses_held) gone = info->mpi_process;
         }
+        if (liveness)
+            if (const RankInfo* info = tracker.current(slot)) liveness->forget(info->role);
         lost = tracker.disconnect(slot, clean, ControlClock::now());
     }
     if (exited)
@@ -620,13 +648,60 @@ void Controller::Impl::pass_on(std::uint32_t lost_index, const wire::MpiProcess&
     log("rank_loss_passed_on", {{"role", role}, {"nspace", process.nspace}, {"rank", process.rank}, {"recipients", recipients}});
 }
 
+void Controller::Impl::lose_node(const std::string& node) {
+    std::vector<std::pair<RankIncident, std::optional<wire::MpiProcess>>> lost;
+    std::vector<std::uint32_t> indexes;
+    std::map<std::uint32_t, wire::MpiProcess> selves;  // what each lost process is told of itself
+    {
+        const std::lock_guard lock(tracker_mutex);
+        const auto now = ControlClock::now();
+        for (const RankSlot slot : tracker.active_on(node)) {
+            const RankInfo* info = tracker.current(slot);
+            std::optional<wire::MpiProcess> gone;
+            if (info && options.pass_on_losses && !losses_held) gone = info->mpi_process;
+            if (info && !losses_held && info->mpi_process) selves.emplace(slot.index, *info->mpi_process);
+            if (info) liveness->forget(info->role);
+            if (auto incident = tracker.disconnect(slot, false, now)) {
+                incident->reason = IncidentReason::node_silent;
+                lost.emplace_back(*incident, gone);
+                indexes.push_back(slot.index);
+            }
+        }
+    }
+    nlohmann::json roles = nlohmann::json::array();
+    for (const auto& entry : lost) roles.push_back(entry.first.role);
+    log("node_lost", {{"node", node},
+                      {"roles", roles},
+                      {"silent_ms", lost.empty() ? 0 : lost.front().first.detection_latency.count()},
+                      {"node_timeout_ms", options.node_timeout.count()},
+                      {"evidence_heartbeats", liveness->evidence()}});
+    for (std::size_t i = 0; i < lost.size(); ++i) {
+        const auto& [incident, gone] = lost[i];
+        log("rank_lost", to_json(incident));
+        // The lost process itself is told so, first: a frozen one reads it once thawed and ends
+        // itself before it touches MPI again (runtime: on_peer_lost naming itself); its next
+        // heartbeat is refused, which closes the connection. Then the others hear of the loss.
+        std::optional<wire::MpiProcess> self;
+        if (const auto it = selves.find(indexes[i]); it != selves.end()) self = it->second;
+        asio::post(io, [this, index = indexes[i], passed_on = gone, self, role = incident.role] {
+            if (self && index < session_by_index.size())
+                if (const auto session = session_by_index[index].lock()) session->send_peer_lost(*self);
+            if (passed_on) pass_on(index, *passed_on, role);
+        });
+        invoke(options.on_lost, "on_lost", incident);
+    }
+}
+
 void Controller::Impl::run_check() {
     std::vector<RankIncident> newly_hung;
     ControlClock::duration paused{};
+    std::vector<std::string> lost_nodes;
     {
         const std::lock_guard lock(tracker_mutex);
         paused = tracker.check(ControlClock::now(), newly_hung);
+        if (liveness) lost_nodes = liveness->check(ControlClock::now());
     }
+    for (const auto& node : lost_nodes) lose_node(node);
     if (paused > ControlClock::duration::zero())
         log("controller_paused", {{"ms", std::chrono::duration_cast<milliseconds>(paused).count()},
                                   {"effect", "the ranks' hang timers were restarted"}});

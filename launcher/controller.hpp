@@ -39,6 +39,8 @@ enum class IncidentReason : std::uint8_t {
     superseded,       // another process took its role while its connection was open: the
                       // survivors declared it failed (over shm, MPI's in-band detector sees a
                       // stopped or slow process fail before the hang timeout)
+    node_silent,      // every rank of its node fell silent for the node timeout while the other
+                      // nodes kept talking (NodeLiveness): lost with its node, passed on
 };
 std::string_view to_string(IncidentReason reason);
 
@@ -101,6 +103,8 @@ public:
 
     std::optional<RankInfo> find(const std::string& role) const;
     std::vector<RankInfo> snapshot() const;
+    // The current active ranks on `hostname`.
+    std::vector<RankSlot> active_on(const std::string& hostname) const;
 
 private:
     struct Record {
@@ -127,6 +131,7 @@ enum class DropReason : std::uint8_t {
     bad_token,
     protocol_violation,  // anything but HELLO first, or a second HELLO
     hello_timeout,
+    from_lost_node,      // a HELLO from a node declared lost (thawed, reconnected): a zombie
     too_many_pending,    // too many connections that have not sent HELLO yet
 };
 inline constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::too_many_pending) + 1;
@@ -154,6 +159,11 @@ struct ControllerOptions {
     // MPI as a process failure, beside PRRTE's own notices (docs/control-plane.md, "Losses
     // passed on"). train.yaml: detection.pass_on_losses.
     bool pass_on_losses = true;
+    // detection.node_timeout_ms (NodeLiveness); zero: off. A node lost by it has every active
+    // rank lost (IncidentReason::node_silent, through on_lost and passed on like a closed
+    // connection) and a node_lost record; a HELLO from it later is refused (from_lost_node).
+    std::chrono::milliseconds node_timeout{0};
+    std::chrono::milliseconds heartbeat_period{100};
     // Called once per incident, on the controller's thread (or the thread calling feed_*); keep
     // them short. Exceptions they throw are logged and swallowed.
     std::function<void(const RankIncident&)> on_hung;

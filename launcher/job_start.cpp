@@ -117,17 +117,21 @@ std::vector<std::string> child_environment(const Plan& plan, char** inherited, c
         ft::env::kControl,    ft::env::kToken,      ft::env::kLaunchId,        ft::env::kRelaunch,
         ft::env::kResume,     ft::env::kRoleOfRank, ft::env::kCheckpointAndExit, ft::env::kSpareHost,
         ft::env::kTransport,  ft::env::kDetectorPeriodMs, ft::env::kDetectorTimeoutMs};
+    const auto rank_vars = plan.rank_variables(launch, layout);
     for (char** e = inherited; *e; ++e) {
         const std::string_view entry(*e);
         const auto ours = [&](std::string_view name) {
             return entry.size() > name.size() && entry.substr(0, name.size()) == name && entry[name.size()] == '=';
         };
-        if (std::none_of(kOurs.begin(), kOurs.end(), ours)) env.emplace_back(entry);
+        // ... and neither must one of the rank variables of this plan (direct launch: the MPI settings).
+        const auto set_here = [&](const auto& var) { return ours(var.first); };
+        if (std::none_of(kOurs.begin(), kOurs.end(), ours) && std::none_of(rank_vars.begin(), rank_vars.end(), set_here))
+            env.emplace_back(entry);
     }
     env.push_back(std::string(ft::env::kControl) + "=" + access.endpoint);
     env.push_back(std::string(ft::env::kToken) + "=" + access.token_hex);
     env.push_back(std::string(ft::env::kLaunchId) + "=" + access.launch_id);
-    for (const auto& [name, value] : plan.rank_variables(launch, layout)) env.push_back(name + "=" + value);
+    for (const auto& [name, value] : rank_vars) env.push_back(name + "=" + value);
     if (!plan.btl_if.empty()) env.push_back(std::string(ft::env::kBtlIf) + "=" + plan.btl_if);
     // The transport the wrapper turns into MCA flags (train.yaml's, or the environment's override).
     for (const auto& [name, value] : plan.wrapper_variables()) env.push_back(name + "=" + value);

@@ -271,6 +271,7 @@ std::vector<std::pair<std::string, std::string>> Plan::rank_variables(const Laun
     if (!where.spawn_host().empty()) vars.emplace_back(ft::env::kSpareHost, where.spawn_host());
     if (kind.relaunch) vars.emplace_back(ft::env::kRelaunch, "1");
     if (kind.checkpoint_and_exit) vars.emplace_back(ft::env::kCheckpointAndExit, "1");
+    if (direct && where.slurm) vars.insert(vars.end(), direct->variables().begin(), direct->variables().end());
     return vars;
 }
 
@@ -279,6 +280,13 @@ std::vector<std::pair<std::string, std::string>> Plan::wrapper_variables() const
 }
 
 std::vector<std::string> Plan::command(const LaunchKind& kind, const Layout& where) const {
+    std::vector<std::string> trainer{program.string()};
+    trainer.insert(trainer.end(), cfg.launch.args.begin(), cfg.launch.args.end());
+    trainer.insert(trainer.end(), {"--config", config_path.string()});
+    for (const auto& f : kind.faults) trainer.insert(trainer.end(), {"--fault", f});
+    if (kind.resume) trainer.push_back("--resume");
+    if (direct && where.slurm) return direct->command(static_cast<int>(where.processes.size()), trainer);
+
     std::vector<std::string> argv{wrapper, "-n", std::to_string(where.processes.size())};
     // No -x: the ranks inherit mpirun's environment, locally and under Slurm (srun hands it to
     // PRRTE's daemons). -x would also be unsafe: with several -x, PRRTE 3.0.13 corrupted its
@@ -290,11 +298,7 @@ std::vector<std::string> Plan::command(const LaunchKind& kind, const Layout& whe
         argv.insert(argv.end(), {"--prtemca", "plm_slurm_args", "--no-kill --overlap", "--hostfile",
                                  hostfile_path().string(), "--map-by", "seq"});
     argv.insert(argv.end(), cfg.launch.mpirun_args.begin(), cfg.launch.mpirun_args.end());
-    argv.push_back(program.string());
-    argv.insert(argv.end(), cfg.launch.args.begin(), cfg.launch.args.end());
-    argv.insert(argv.end(), {"--config", config_path.string()});
-    for (const auto& f : kind.faults) argv.insert(argv.end(), {"--fault", f});
-    if (kind.resume) argv.push_back("--resume");
+    argv.insert(argv.end(), trainer.begin(), trainer.end());
     return argv;
 }
 
@@ -371,6 +375,14 @@ Plan make_plan(const PlanRequest& request) {
                 break;
             }
     plan.layout = make_layout(plan.cfg, plan.local_host, plan.allocation ? &*plan.allocation : nullptr);
+    if (plan.layout.slurm && plan.cfg.slurm.launch == "srun") {
+        std::string why;
+        auto variables = plan.wrapper_variables();
+        if (!plan.btl_if.empty()) variables.emplace_back(ft::env::kBtlIf, plan.btl_if);
+        const auto flags = wrapper_flags(plan.wrapper, why, variables);
+        if (!flags) throw Error("slurm.launch: srun: cannot read the MPI flags from " + plan.wrapper + ": " + why);
+        plan.direct.emplace(*flags, plan.hostfile_path().string());
+    }
     return plan;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "direct_launch.hpp"
 #include "flashrec/runtime/config.hpp"
 #include "flashrec/slurm/allocation.hpp"
 
@@ -80,6 +81,8 @@ struct Plan {
     std::string local_host;
     std::optional<slurm::Allocation> allocation;  // inside a Slurm job
     std::string btl_if;  // FLASHREC_BTL_IF for mpirun when it was unset ("" = leave it)
+    // slurm.launch: srun inside an allocation: the ranks are srun's tasks, not mpirun's.
+    std::optional<DirectLaunch> direct;
     // cfg.mpi is train.yaml's with the environment's overrides (config::with_environment);
     // these are the variables that tell the wrapper (config::wrapper_variables).
     std::vector<std::pair<std::string, std::string>> wrapper_variables() const;
@@ -92,7 +95,8 @@ struct Plan {
     std::vector<std::pair<std::string, std::string>> rank_variables(const LaunchKind& kind,
                                                                     const Layout& where) const;
     // argv of one start: <wrapper> -n N [Slurm flags] <mpirun_args> <program> <args>
-    // --config <yaml> ...
+    // --config <yaml> ...; under direct launch srun <step options> ... <program> <args> ...
+    // (launch.mpirun_args are mpirun's and are not passed).
     std::vector<std::string> command(const LaunchKind& kind, const Layout& where) const;
 };
 

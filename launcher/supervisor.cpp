@@ -158,6 +158,8 @@ ControllerOptions Supervisor::controller_options() {
     co.token = token_;
     co.hang_timeout = milliseconds(d.hang_timeout_ms);
     co.pass_on_losses = d.pass_on_losses;
+    // Without PRRTE nothing else tells a frozen, cut-off or crashed node from a slow one.
+    if (plan_.direct) co.node_timeout = milliseconds(d.node_timeout_ms), co.heartbeat_period = milliseconds(d.heartbeat_ms);
     co.check_period = timeouts_of(plan_.cfg).check_period;
     co.event_log = log_;
     co.on_hung = [this](const RankIncident& incident) {

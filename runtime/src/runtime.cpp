@@ -15,6 +15,7 @@
 
 #include "flashrec/ft/checksum.hpp"
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/pmix_failure_events.hpp"
 #include "flashrec/ft/leaving.hpp"
 #include "flashrec/runtime/interval_choice.hpp"
 #include "flashrec/runtime/runtime_impl.hpp"
@@ -193,6 +194,10 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     int world_rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     exit_notices.emplace(world_rank == 0);
+    if (ft::failure_events_kept_local())
+        if (const auto why = ft::failure_events_interposer_unbound())
+            throw Error("direct launch (FLASHREC_DIRECT_LAUNCH=1): ULFM's failure events would reach Slurm's PMIx server, "
+                        "which ends the step on the first failure: " + *why + " (docs/ulfm-traps.md, trap 15)");
     detector = ft::read_in_band_detector();
     if (const auto interval = ft::ticker_interval(detector)) ticker.emplace(*interval);
     ft::leave_by_signal(detector.on);
@@ -337,10 +342,17 @@ void Runtime::Impl::connect_control_plane() {
     auto options = ft::HeartbeatClientOptions::from_environment(who, world_rank);
     if (!options) return;  // not started by flashrec-launch: no control plane
     options->period = std::chrono::milliseconds(cfg.detection.heartbeat_ms);
-    if (mpi.exit_notices)
-        options->on_peer_lost = [sink = mpi.exit_notices->loss_sink()](const ft::wire::MpiProcess& lost) {
-            sink(lost.nspace, lost.rank);
-        };
+    options->on_peer_lost = [sink = mpi.exit_notices ? mpi.exit_notices->loss_sink() : ft::ExitNotices::LossSink{},
+                             me = options->mpi_process](const ft::wire::MpiProcess& lost) {
+        // The launcher declared this very process lost (its node fell silent: frozen or cut off,
+        // now back). The others have repaired without it: it must not touch MPI again.
+        if (me && lost.nspace == me->nspace && lost.rank == me->rank) {
+            std::fprintf(stderr, "flashrec[pid %d]: the launcher declared this process lost (its node fell silent); "
+                                 "ending it\n", static_cast<int>(getpid()));
+            ::kill(::getpid(), SIGKILL);
+        }
+        if (sink) sink(lost.nspace, lost.rank);
+    };
     if (membership.role_index < 0) progress.phase.store(ft::wire::Phase::parked);
     heartbeat = std::make_unique<ft::HeartbeatClient>(std::move(*options), progress);
 }
