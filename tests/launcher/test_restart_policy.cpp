@@ -5,7 +5,7 @@
 
 #include <sys/wait.h>
 
-#include "restart_policy.hpp"
+#include "death_policy.hpp"
 #include "exit_codes.hpp"
 
 using namespace flashrec::launcher;

@@ -1,4 +1,4 @@
-#include "report.hpp"
+#include "recovery_figures.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "restart_policy.hpp"
+#include "death_policy.hpp"
 
 #include <sys/wait.h>
 

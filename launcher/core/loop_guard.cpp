@@ -1,4 +1,4 @@
-#include "restart_loop.hpp"
+#include "loop_guard.hpp"
 
 #include <algorithm>
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "restart_policy.hpp"
+#include "death_policy.hpp"
 
 namespace flashrec::launcher {
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "incidents.hpp"
+#include "failure_record.hpp"
 #include "job_effects.hpp"
 #include "job_inputs.hpp"
 #include "job_view.hpp"

@@ -1,4 +1,4 @@
-#include "node_book.hpp"
+#include "job_nodes.hpp"
 
 namespace flashrec::launcher {
 

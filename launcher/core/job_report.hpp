@@ -14,11 +14,11 @@
 #include "controller.hpp"
 #include "flashrec/ft/records.hpp"
 #include "flashrec/runtime/interval_choice.hpp"
-#include "incidents.hpp"
+#include "failure_record.hpp"
 #include "job_effects.hpp"
 #include "job_time.hpp"
-#include "report.hpp"
-#include "restart_policy.hpp"
+#include "recovery_figures.hpp"
+#include "death_policy.hpp"
 
 namespace flashrec::launcher {
 

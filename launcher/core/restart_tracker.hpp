@@ -12,8 +12,8 @@
 
 #include "job_effects.hpp"
 #include "job_time.hpp"
-#include "report.hpp"
-#include "restart_policy.hpp"
+#include "recovery_figures.hpp"
+#include "death_policy.hpp"
 
 namespace flashrec::launcher {
 

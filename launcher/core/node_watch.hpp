@@ -12,7 +12,7 @@
 #include "job_effects.hpp"
 #include "job_inputs.hpp"
 #include "job_view.hpp"
-#include "node_book.hpp"
+#include "job_nodes.hpp"
 
 namespace flashrec::launcher {
 

@@ -16,7 +16,7 @@
 
 #include "controller.hpp"
 #include "flashrec/ft/records.hpp"
-#include "incidents.hpp"
+#include "failure_record.hpp"
 #include "job_time.hpp"
 
 namespace flashrec::launcher {

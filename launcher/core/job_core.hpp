@@ -18,7 +18,7 @@
 #include "job_view.hpp"
 #include "launch_plan.hpp"
 #include "node_watch.hpp"
-#include "restart_loop.hpp"
+#include "loop_guard.hpp"
 #include "restart_tracker.hpp"
 
 namespace flashrec::launcher {

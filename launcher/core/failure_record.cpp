@@ -1,4 +1,4 @@
-#include "incidents.hpp"
+#include "failure_record.hpp"
 
 #include <cmath>
 
