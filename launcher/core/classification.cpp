@@ -1,7 +1,5 @@
 #include "classification.hpp"
 
-#include <mpi.h>
-#include <mpi-ext.h>
 
 #include <array>
 #include <csignal>
@@ -100,8 +98,8 @@ constexpr std::array<Rule, r_count> kRules = {{
 }};
 
 bool is_failure_class(int error_class) {
-    return error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||
-           error_class == MPIX_ERR_REVOKED;
+    return error_class == kMpiErrProcFailed || error_class == kMpiErrProcFailedPending ||
+           error_class == kMpiErrRevoked;
 }
 
 }  // namespace

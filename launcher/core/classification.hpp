@@ -10,6 +10,12 @@
 
 namespace flashrec::launcher {
 
+// ULFM's error classes (MPIX_ERR_PROC_FAILED, _PENDING, MPIX_ERR_REVOKED) as numbers: the core
+// reads no MPI header. shell/mpi_error_classes.cpp checks them against Open MPI's at build time.
+inline constexpr int kMpiErrProcFailed = 75;
+inline constexpr int kMpiErrProcFailedPending = 76;
+inline constexpr int kMpiErrRevoked = 77;
+
 // What the launcher does.
 enum class Action : std::uint8_t {
     none,              // not a failure (a clean exit)

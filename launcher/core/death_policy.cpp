@@ -3,7 +3,7 @@
 #include <sys/wait.h>
 
 #include "flashrec/ft/contract.hpp"
-#include "processes.hpp"
+#include "wait_status.hpp"
 #include "exit_codes.hpp"
 
 namespace flashrec::launcher {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "exit_codes.hpp"
-#include "processes.hpp"
+#include "wait_status.hpp"
 #include "timeouts.hpp"
 
 namespace flashrec::launcher {

@@ -16,7 +16,7 @@
 #include "job_progress.hpp"
 #include "job_report.hpp"
 #include "job_view.hpp"
-#include "launch_plan.hpp"
+#include "launch_layout.hpp"
 #include "node_watch.hpp"
 #include "loop_guard.hpp"
 #include "restart_tracker.hpp"

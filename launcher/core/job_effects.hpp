@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "controller.hpp"
-#include "launch_plan.hpp"
+#include "rank_view.hpp"
+#include "launch_layout.hpp"
 
 namespace flashrec::launcher {
 

@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "controller.hpp"
+#include "rank_view.hpp"
 #include "flashrec/ft/records.hpp"
 #include "failure_record.hpp"
 #include "job_time.hpp"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch_plan.hpp"
+#include "launch_layout.hpp"
 
 namespace flashrec::launcher {
 

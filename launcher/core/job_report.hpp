@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "controller.hpp"
+#include "rank_view.hpp"
 #include "flashrec/ft/records.hpp"
 #include "flashrec/runtime/interval_choice.hpp"
 #include "failure_record.hpp"

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "classification.hpp"
-#include "controller.hpp"
+#include "rank_view.hpp"
 #include "flashrec/runtime/config.hpp"
 #include "job_time.hpp"
-#include "launch_plan.hpp"
+#include "launch_layout.hpp"
 
 namespace flashrec::launcher {
 

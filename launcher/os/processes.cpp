@@ -187,16 +187,6 @@ std::vector<pid_t> processes_with_env(std::string_view key, std::string_view val
     return out;
 }
 
-std::string describe_status(int status) {
-    if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) {
-        const int sig = WTERMSIG(status);
-        const char* name = ::strsignal(sig);
-        return "signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : std::string());
-    }
-    return "status " + std::to_string(status);
-}
-
 void reap_children(const std::function<void(pid_t, int)>& reaped) {
     for (;;) {
         int status = 0;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "wait_status.hpp"
+
 namespace flashrec::launcher {
 
 // PR_SET_CHILD_SUBREAPER: orphans of the job (ranks whose mpirun died) become this process's
@@ -40,9 +42,6 @@ bool process_alive(pid_t pid);
 // A killed mpirun leaves its PRRTE session directory ${TMPDIR:-/tmp}/ompi.<pid> behind; a later
 // mpirun given that pid refuses to start (tools/fr-mpirun). Called once mpirun is reaped.
 void remove_session_dir(pid_t mpirun);
-
-// "exit code 75", "signal 9 (Killed)".
-std::string describe_status(int wait_status);
 
 struct Teardown {
     int signalled = 0;          // processes sent SIGKILL
