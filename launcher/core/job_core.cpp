@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "exit_codes.hpp"
 #include "wait_status.hpp"
@@ -26,6 +27,42 @@ std::string_view to_string(JobPhase phase) {
         case JobPhase::done: return "done";
     }
     return "?";
+}
+
+namespace {
+// The phase table (job_view.hpp): each phase and the phases it may move to.
+struct PhaseMoves {
+    JobPhase from;
+    std::initializer_list<JobPhase> to;
+};
+const PhaseMoves kPhaseTable[] = {
+    {JobPhase::running, {JobPhase::ending, JobPhase::stopping, JobPhase::awaiting_final_records}},
+    {JobPhase::ending, {JobPhase::stopping, JobPhase::awaiting_final_records}},
+    {JobPhase::stopping, {JobPhase::awaiting_final_records}},
+    {JobPhase::awaiting_final_records, {JobPhase::tearing_down}},
+    {JobPhase::tearing_down, {JobPhase::running, JobPhase::done}},
+    {JobPhase::done, {}},
+};
+}  // namespace
+
+bool phase_move_allowed(JobPhase from, JobPhase to) {
+    if (from == to) return true;
+    for (const auto& row : kPhaseTable)
+        if (row.from == from) return std::find(row.to.begin(), row.to.end(), to) != row.to.end();
+    return false;
+}
+
+IllegalPhaseMove::IllegalPhaseMove(JobPhase from, JobPhase to)
+    : std::logic_error("the launcher's core moved from phase " + std::string(to_string(from)) + " to " +
+                       std::string(to_string(to)) + ", which the phase table does not allow") {}
+
+void check_phase_move(JobPhase from, JobPhase to) {
+    if (!phase_move_allowed(from, to)) throw IllegalPhaseMove(from, to);
+}
+
+void JobCore::enter(JobPhase next) {
+    check_phase_move(phase_, next);
+    phase_ = next;
 }
 
 JobCore::JobCore(const Plan& plan, std::string local_host, std::optional<std::vector<std::string>> mpirun_flags, Now now)
@@ -131,6 +168,29 @@ void JobCore::handle(const RecoveryRecord& record, Now now, Effects& fx) {
 // ------------------------------------------------------------------------------------------
 // what the shell saw
 
+void JobCore::handle(const HangReported& hung, Now now, Effects& fx) {
+    // A silent rank (no heartbeat: stopped, frozen, its node gone) is killed at once. A stalled
+    // one (heartbeats arrive, its tag does not move) may be slow, not stuck: confirmed first.
+    if (hung.incident.reason == IncidentReason::stalled)
+        return handle(RankHung{hung.incident, KillOutcome::pending, now.wall}, now, fx);
+    fx.emplace_back(KillRank{hung.incident});
+}
+
+void JobCore::handle(const RankSuperseded& superseded, Now now, Effects& fx) {
+    // Its role went to another process while its connection was open: the survivors declared it
+    // failed. It must not run on beside its replacement (a stopped process would wake as a stale
+    // role): killed, and counted as a hang. One already gone (its connection's close still on the
+    // way) or not a process of this launcher's tree (another host: nothing here can tell) is a
+    // loss; its close, now of a superseded slot, will say nothing.
+    if (superseded.alive_here) {
+        fx.emplace_back(KillRank{superseded.incident});
+        return;
+    }
+    RankIncident lost = superseded.incident;
+    lost.reason = IncidentReason::connection_lost;
+    handle(RankLost{lost}, now, fx);
+}
+
 void JobCore::handle(const RankHung& hung, Now now, Effects& fx) {
     if (auto death = incidents_.on(hung, view(), nodes_, now, fx)) force_death(*death, fx);
 }
@@ -166,7 +226,7 @@ void JobCore::handle(const SignalReceived& signal, Now now, Effects& fx) {
     }
     interrupt_signal_ = sig;
     interrupt_deadline_ = now.steady + kInterruptGrace;
-    phase_ = JobPhase::stopping;
+    enter(JobPhase::stopping);
     say(fx, std::string("got ") + ::strsignal(sig) + ": stopping the job (SIGTERM to mpirun)");
     log(fx, "interrupted", {{"signal", sig}});
     fx.emplace_back(SignalJob{SIGTERM});
@@ -177,7 +237,7 @@ void JobCore::handle(const MpirunExited& exited, Now now, Effects&) {
     attempt_.status = exited.status;
     attempt_.exit_time = now.steady;
     // Judged at the next tick, once the lost ranks it brings were recorded.
-    phase_ = JobPhase::awaiting_final_records;
+    enter(JobPhase::awaiting_final_records);
 }
 
 void JobCore::handle(const Tick& tick, Now now, Effects& fx) {
@@ -207,7 +267,7 @@ void JobCore::observe_attempt(Now now, Effects& fx) {
     if (auto done = restarts_.on_tick(attempt_.index, now, fx)) restart_done(*done);
     if (change.stalled) force_death(*change.stalled, fx);
     if (change.mpirun_lingers && phase_ == JobPhase::running) {
-        phase_ = JobPhase::ending;
+        enter(JobPhase::ending);
         fx.emplace_back(SignalJob{SIGKILL});
     }
 }
@@ -215,7 +275,7 @@ void JobCore::observe_attempt(Now now, Effects& fx) {
 void JobCore::force_death(const ForcedDeath& death, Effects& fx) {
     if (view().mpirun_gone()) return;
     forced_ = death;
-    if (phase_ == JobPhase::running) phase_ = JobPhase::ending;
+    if (phase_ == JobPhase::running) enter(JobPhase::ending);
     fx.emplace_back(SignalJob{SIGKILL});
 }
 
@@ -263,7 +323,7 @@ void JobCore::judge(bool finished, Now now, Effects& fx) {
     judged_.detect_end = now.steady;
     for (const auto& r : ranks_)
         if (r.pid > 0) old_pids_.insert(r.pid);
-    phase_ = JobPhase::tearing_down;
+    enter(JobPhase::tearing_down);
     fx.emplace_back(TeardownAttempt{finished ? "the job finished; stragglers" : "the MPI job ended early",
                                     finished ? std::vector<std::string>{} : nodes_.nodes_to_check(view())});
 }
@@ -469,6 +529,17 @@ void JobCore::end_checkpoint_for_requeue(const TeardownDone& teardown, Effects& 
            fx);
 }
 
+void JobCore::handle(const RequeueDone& done, Now, Effects&) {
+    if (phase_ != JobPhase::done || !requeue_from_ || !done.refused) return;
+    // Slurm refused the requeue: nobody will resume the job, so it ends as spares exhausted (77),
+    // decided here, before the job_end record is written.
+    const std::int64_t step = *std::exchange(requeue_from_, std::nullopt);
+    outcome_ = {"spares_exhausted", kExitNoSpares,
+                "no spare node left: checkpoint of step " + std::to_string(step) + " written to " +
+                    plan_.cfg.checkpoint.dir + ", but Slurm refused the requeue (" + *done.refused +
+                    "); resubmit with --resume to go on from step " + std::to_string(step)};
+}
+
 void JobCore::finalize_restart(bool failed, Now now, Effects& fx) {
     const RestartStart* under_way = restarts_.under_way();
     const auto tried = under_way ? std::optional(std::pair(under_way->incident, under_way->recovered_by)) : std::nullopt;
@@ -484,7 +555,7 @@ void JobCore::restart_done(const RestartDone& done) {
 
 void JobCore::finish(std::string outcome, int exit_code, std::string message, Effects& fx) {
     outcome_ = {std::move(outcome), exit_code, std::move(message)};
-    phase_ = JobPhase::done;
+    enter(JobPhase::done);
     fx.emplace_back(Finish{requeue_from_});
 }
 
@@ -498,7 +569,7 @@ void JobCore::start_attempt(const std::string& kind, LaunchKind launch, Effects&
     attempt_.kind = kind;
     attempt_.launch = std::move(launch);
     judged_ = Judgement{};
-    phase_ = JobPhase::running;
+    enter(JobPhase::running);
     fx.emplace_back(StartAttempt{attempt_.launch, layout_});
 }
 

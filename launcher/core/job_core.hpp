@@ -35,7 +35,7 @@ public:
     // `mpirun_flags`: what the wrapper gives mpirun (for the launch records), when known.
     JobCore(const Plan& plan, std::string local_host, std::optional<std::vector<std::string>> mpirun_flags, Now now);
 
-    // The first attempt (--resume: `resume`).
+    // The first attempt (--resume: `resume`). On a job that is over it is a bug (IllegalPhaseMove).
     Effects start(bool resume);
     Effects on(const Input& input, Now now);
     // At the end, after the last teardown: the last progress line, the job_end record, the summary.
@@ -62,6 +62,8 @@ private:
     void handle(const ft::records::JobStats& stats, Now now, Effects& fx);
     void handle(const ft::records::ProtectionInterval& interval, Now now, Effects& fx);
     void handle(const RecoveryRecord& record, Now now, Effects& fx);
+    void handle(const HangReported& hung, Now now, Effects& fx);
+    void handle(const RankSuperseded& superseded, Now now, Effects& fx);
     void handle(const RankHung& hung, Now now, Effects& fx);
     void handle(const RankLost& lost, Now now, Effects& fx);
     void handle(const MpirunExited& exited, Now now, Effects& fx);
@@ -70,6 +72,9 @@ private:
     void handle(const Tick& tick, Now now, Effects& fx);
     void handle(const AttemptStarted& started, Now now, Effects& fx);
     void handle(const TeardownDone& done, Now now, Effects& fx);
+    void handle(const RequeueDone& done, Now now, Effects& fx);
+    // Every change of phase_ goes through here (check_phase_move: the phase table).
+    void enter(JobPhase next);
 
     JobView view() const;
     void observe_attempt(Now now, Effects& fx);

@@ -1,6 +1,6 @@
-// What the launcher's core asks the shell to do: values, carried out by Supervisor::execute in
-// the order given. The core decides; the shell acts and reports results back as inputs
-// (job_inputs.hpp).
+// What the launcher's core asks the shell to do: values, which the shell (supervisor.cpp) queues
+// and carries out one at a time in the order decided (effect_queue.hpp states the rule). The core
+// decides; the shell acts and reports results back as inputs (job_inputs.hpp).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -25,8 +25,8 @@ struct LogRecord {
 struct Say {
     std::string line;
 };
-// A stall confirmed: SIGKILL the rank (if it is a process of this job), then hand in RankHung
-// with the outcome.
+// A hang decided (a silent rank, a stall confirmed, a superseded process still alive): SIGKILL
+// the rank (if it is a process of this job), then hand in RankHung with the outcome.
 struct KillRank {
     RankIncident incident;
 };
@@ -55,8 +55,9 @@ struct Drain {
     std::string node;
     std::string reason;
 };
-// The job is over: the shell leaves its loop, cleans up, writes the summary, then requeues the
-// Slurm job when a checkpoint for the requeue was written (its step).
+// The job is over: the shell leaves its loop and cleans up; when a checkpoint for the requeue was
+// written (its step) it requeues the Slurm job and hands in RequeueDone; then it asks for the
+// summary (JobCore::summary) and exits with JobCore::outcome's code.
 struct Finish {
     std::optional<std::int64_t> requeue_from;
 };

@@ -21,9 +21,20 @@
 
 namespace flashrec::launcher {
 
-// A hung rank. `outcome` is what became of the SIGKILL the shell sent at once (a silent rank), or
-// `pending` for a stalled one, which the core confirms first (it then asks for the kill with
-// KillRank and gets this input again with the outcome).
+// The control plane found a rank hung (no heartbeat, or stalled). The core decides what follows:
+// a silent rank is killed at once (KillRank), a stalled one is confirmed first.
+struct HangReported {
+    RankIncident incident;
+};
+// Another process took a rank's role while its connection was open: the survivors declared it
+// failed. `alive_here`: its process lives and is of this launcher's tree, the one fact the shell
+// reads (from /proc) when it is reported; the core decides whether that is a hang or a loss.
+struct RankSuperseded {
+    RankIncident incident;
+    bool alive_here = false;
+};
+// A hung rank and what became of its SIGKILL (the result of a KillRank), or `pending` for a stall
+// the core has not confirmed yet.
 struct RankHung {
     RankIncident incident;
     KillOutcome outcome = KillOutcome::pending;
@@ -77,10 +88,18 @@ struct TeardownDone {
     std::optional<std::vector<std::string>> unreachable_nodes;
 };
 
+// The Slurm requeue that a Finish with requeue_from asked for was carried out: `refused` says why
+// Slurm refused it (nullopt: requeued, or no Slurm job to requeue). Handed in before the summary,
+// so that the job_end record and the exit code say the same.
+struct RequeueDone {
+    std::optional<std::string> refused;
+};
+
 using Input = std::variant<ft::records::Step, ft::records::FaultInjected, ft::records::CheckpointPublished,
                            ft::records::EndingJob, ft::records::RoleFinished, ft::records::MpiErrorSeen,
-                           ft::records::SpareReleased, ft::records::JobStats, ft::records::ProtectionInterval, RecoveryRecord, RankHung,
-                           RankLost, MpirunExited, DaemonLost, SignalReceived, Tick, AttemptStarted, TeardownDone>;
+                           ft::records::SpareReleased, ft::records::JobStats, ft::records::ProtectionInterval, RecoveryRecord, HangReported,
+                           RankSuperseded, RankHung, RankLost, MpirunExited, DaemonLost, SignalReceived, Tick,
+                           AttemptStarted, TeardownDone, RequeueDone>;
 
 // A rank's record as an input: nullopt for records the launcher does not act on (a trainer's own
 // events, checkpoint_resumed). Throws ft::records::RecordError for a typed record that is wrong.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,22 @@ enum class JobPhase : std::uint8_t {
     done,                    // the job is over
 };
 std::string_view to_string(JobPhase phase);
+
+// The phase table: the moves the job may make (staying in a phase is always allowed).
+//   running                -> ending, stopping, awaiting_final_records
+//   ending                 -> stopping, awaiting_final_records
+//   stopping               -> awaiting_final_records
+//   awaiting_final_records -> tearing_down
+//   tearing_down           -> running (the next attempt), done
+//   done                   -> (nothing)
+bool phase_move_allowed(JobPhase from, JobPhase to);
+// A move the table does not hold is a bug in the core, not a state of the job.
+class IllegalPhaseMove : public std::logic_error {
+public:
+    IllegalPhaseMove(JobPhase from, JobPhase to);
+};
+// Throws IllegalPhaseMove unless phase_move_allowed(from, to).
+void check_phase_move(JobPhase from, JobPhase to);
 
 // The attempt (one start of mpirun) the job is in.
 struct CurrentAttempt {

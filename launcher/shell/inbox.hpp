@@ -1,5 +1,5 @@
-// What the controller's thread hands the main loop: a hung or lost rank, or a record (parsed on
-// the main loop, where a bad one is logged), with the time it was seen. Thread-safe; an eventfd
+// What the controller's thread hands the main loop: a hung, superseded or lost rank, or a record
+// (parsed on the main loop, where a bad one is logged), with the time it was seen. Thread-safe; an eventfd
 // wakes the loop's poll.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -14,7 +14,7 @@
 namespace flashrec::launcher {
 
 struct Queued {
-    std::variant<RankHung, RankLost, nlohmann::json> what;
+    std::variant<HangReported, RankSuperseded, RankLost, nlohmann::json> what;
     Now seen;
 };
 

@@ -1,6 +1,7 @@
-// The imperative shell: set-up, the poll loop, and execute() for the core's effects. What the
-// job means (incidents, restarts, the finish rule, the report) is decided in job_core.* and its
-// parts; here only what touches the world: sockets, signals, processes, files, Slurm.
+// The imperative shell: set-up, the poll loop, and carry_out() for the core's effects, which it
+// queues and carries out one at a time (core/effect_queue.hpp: the order). What the job means
+// (incidents, restarts, the finish rule, the report, which hang is killed at once) is decided in
+// core/; here only what touches the world: sockets, signals, processes, files, Slurm.
 #include "supervisor.hpp"
 
 #include <poll.h>
@@ -20,6 +21,7 @@
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/wire.hpp"
+#include "effect_queue.hpp"
 #include "inbox.hpp"
 #include "job_core.hpp"
 #include "job_start.hpp"
@@ -54,9 +56,12 @@ private:
     void setup();
     ControllerOptions controller_options();
 
+    // Hands `input` to the core and carries out what it brings (after what is waiting).
     void feed(const Input& input, Now at) { execute(core_->on(input, at)); }
-    void execute(const Effects& effects);
-    void execute(const Effect& effect);
+    // Queues `effects`, then carries out the queue unless it is being carried out already (an
+    // effect's result, or an input handed in while an effect runs, only queues).
+    void execute(Effects effects);
+    void carry_out(const Effect& effect);
     void say(const std::string& line) const;
     void log(std::string_view event, const json& fields);
     void start_attempt(const StartAttempt& start);
@@ -70,7 +75,7 @@ private:
     // The nodes the Slurm job holds now (a --no-kill job loses the ones Slurm found dead).
     std::optional<std::vector<std::string>> allocation_nodes_now();
     std::optional<std::vector<std::string>> unreachable_nodes(const std::vector<std::string>& nodes);
-    void requeue(std::int64_t step);
+    RequeueDone requeue(std::int64_t step);
 
     const Plan& plan_;
     SupervisorOptions options_;
@@ -85,6 +90,8 @@ private:
     std::mutex metrics_mutex_;
     JobMetrics published_metrics_;  // the core's figures, for the metrics server's thread
     std::unique_ptr<JobCore> core_;
+    EffectQueue effects_;
+    bool carrying_out_ = false;
     Attempt attempt_;  // mpirun of the current attempt and its output
     Fd signals_;
     Inbox inbox_;  // from the controller's thread
@@ -160,27 +167,12 @@ ControllerOptions Supervisor::controller_options() {
     co.pass_on_losses = d.pass_on_losses;
     co.check_period = timeouts_of(plan_.cfg).check_period;
     co.event_log = log_;
-    co.on_hung = [this](const RankIncident& incident) {
-        // A silent rank is killed at once, on the controller's thread. A stalled one (heartbeats
-        // arrive, the tag does not move) is confirmed by the core first.
-        const KillOutcome outcome =
-            incident.reason == IncidentReason::stalled ? KillOutcome::pending : kill_hung(incident);
-        inbox_.push({RankHung{incident, outcome, WallClock::now()}, now()});
-    };
+    co.on_hung = [this](const RankIncident& incident) { inbox_.push({HangReported{incident}, now()}); };
     co.on_lost = [this](const RankIncident& incident) { inbox_.push({RankLost{incident}, now()}); };
     co.on_superseded = [this](const RankIncident& incident) {
-        // Its role went to another process while its connection was open: the survivors declared
-        // it failed. It must not run on beside its replacement (a stopped process would wake as
-        // a stale role): killed, and counted as a hang. One already gone (its connection's close
-        // still on the way) or not a process of this launcher's tree (another host: nothing here
-        // can tell) is a loss; its close, now of a superseded slot, will say nothing.
-        if (process_alive(incident.pid) && is_descendant(incident.pid, ::getpid())) {
-            inbox_.push({RankHung{incident, kill_hung(incident), WallClock::now()}, now()});
-        } else {
-            RankIncident lost = incident;
-            lost.reason = IncidentReason::connection_lost;
-            inbox_.push({RankLost{lost}, now()});
-        }
+        // Read now, while the process is what the incident names; the core decides (hang or loss).
+        const bool alive_here = process_alive(incident.pid) && is_descendant(incident.pid, ::getpid());
+        inbox_.push({RankSuperseded{incident, alive_here}, now()});
     };
     co.on_event = [this](const json& record) { inbox_.push({record, now()}); };
     return co;
@@ -189,11 +181,20 @@ ControllerOptions Supervisor::controller_options() {
 // ------------------------------------------------------------------------------------------
 // effects
 
-void Supervisor::execute(const Effects& effects) {
-    for (const Effect& effect : effects) execute(effect);
+void Supervisor::execute(Effects effects) {
+    effects_.push(std::move(effects));
+    if (carrying_out_) return;
+    carrying_out_ = true;
+    try {
+        while (auto effect = effects_.pop()) carry_out(*effect);
+    } catch (...) {
+        carrying_out_ = false;
+        throw;
+    }
+    carrying_out_ = false;
 }
 
-void Supervisor::execute(const Effect& effect) {
+void Supervisor::carry_out(const Effect& effect) {
     const pid_t mpirun = attempt_.child.pid();
     if (const auto* record = std::get_if<LogRecord>(&effect)) {
         log(record->event, record->fields);
@@ -300,21 +301,22 @@ void Supervisor::run_pending_drains() {
     }
 }
 
-void Supervisor::requeue(std::int64_t step) {
+RequeueDone Supervisor::requeue(std::int64_t step) {
     if (!plan_.allocation) {
         say("not in a Slurm job: resubmit with --resume to go on from step " + std::to_string(step));
-        return;
+        return {};
     }
     try {
         slurm::requeue_job(plan_.allocation->job_id);
         log("requeue", {{"job_id", plan_.allocation->job_id}, {"checkpoint_step", step}});
         say("requeued Slurm job " + plan_.allocation->job_id + ": it restarts from the top of its batch script and " +
             "--resume-if-checkpoint resumes from step " + std::to_string(step));
+        return {};
     } catch (const std::exception& e) {
         log("requeue_failed", {{"job_id", plan_.allocation->job_id}, {"error", e.what()}});
         say(std::string("could not requeue: ") + e.what() + "; resubmit with --resume to go on from step " +
             std::to_string(step));
-        requeue_from_.reset();  // the exit code says so
+        return {e.what()};
     }
 }
 
@@ -343,7 +345,8 @@ KillOutcome Supervisor::kill_hung(const RankIncident& incident) const {
 
 void Supervisor::drain_queue() {
     for (auto& q : inbox_.take()) {
-        if (auto* hung = std::get_if<RankHung>(&q.what)) feed(*hung, q.seen);
+        if (auto* hung = std::get_if<HangReported>(&q.what)) feed(*hung, q.seen);
+        else if (auto* superseded = std::get_if<RankSuperseded>(&q.what)) feed(*superseded, q.seen);
         else if (auto* lost = std::get_if<RankLost>(&q.what)) feed(*lost, q.seen);
         else if (auto* record = std::get_if<json>(&q.what)) try {
                 if (auto input = record_input(*record)) feed(*input, q.seen);
@@ -413,15 +416,13 @@ int Supervisor::run() {
     const int removed = ft::remove_all(plan_.cfg.job.name);
     log("shm_cleanup", {{"job", plan_.cfg.job.name}, {"segments_removed", removed}});
     run_pending_drains();
+    // The requeue's result decides the outcome, so it runs before the summary's job_end record:
+    // the record and the exit code say the same.
+    if (requeue_from_) feed(requeue(*requeue_from_), now());
     execute(core_->summary(now()));
-    int exit_code = core_->outcome().exit_code;
-    if (requeue_from_) {
-        requeue(*requeue_from_);
-        if (!requeue_from_) exit_code = kExitNoSpares;
-    }
     controller_.reset();
     metrics_.reset();
-    return exit_code;
+    return core_->outcome().exit_code;
 }
 
 }  // namespace
