@@ -51,7 +51,7 @@ std::string no_checkpoint(const Budgets& b) {
 
 }  // namespace
 
-Decision decide(const Observation& obs, const Budgets& b, const AttemptFacts& attempt) {
+Decision choose_restarts(const Observation& obs, const Budgets& b, const AttemptFacts& attempt) {
     Decision d;
     d.rule = &classify(obs);
     switch (d.rule->action) {

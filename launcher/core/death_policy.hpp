@@ -1,6 +1,6 @@
 // What the launcher does when the MPI job died as a whole: which observation the death counts as
 // (observe_death), then which restarts to try in which order, and what to report when none is
-// left (decide). Pure: no I/O, no clock, like recovery::make_plan; the supervisor applies it.
+// left (choose_restarts). Pure: no I/O, no clock, like recovery::make_plan; the core (job_core.cpp) applies it.
 // docs/launcher.md, "Warm relaunch (tier 2)" and "HDF5 restart (tier 3)".
 #pragma once
 #include <optional>
@@ -61,6 +61,6 @@ struct Decision {
     std::string message;
 };
 
-Decision decide(const Observation& observation, const Budgets& budgets, const AttemptFacts& attempt);
+Decision choose_restarts(const Observation& observation, const Budgets& budgets, const AttemptFacts& attempt);
 
 }  // namespace flashrec::launcher

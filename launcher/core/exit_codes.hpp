@@ -1,4 +1,4 @@
-// flashrec-launch's exit codes (docs/launcher.md, "Exit codes"): what the supervisor returns and
+// flashrec-launch's exit codes (docs/launcher.md, "Exit codes"): what the shell returns and
 // what the restart policy decides, in one header that neither has to include the other for.
 #pragma once
 #include "flashrec/ft/contract.hpp"

@@ -65,7 +65,7 @@ void JobCore::enter(JobPhase next) {
     phase_ = next;
 }
 
-JobCore::JobCore(const Plan& plan, std::string local_host, std::optional<std::vector<std::string>> mpirun_flags, Now now)
+JobCore::JobCore(const LaunchPlan& plan, std::string local_host, std::optional<std::vector<std::string>> mpirun_flags, Now now)
     : plan_(plan),
       local_host_(std::move(local_host)),
       mpirun_flags_(std::move(mpirun_flags)),
@@ -384,7 +384,7 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, int
     budgets.cold_allowed = kMaxColdRestarts;
     budgets.checkpoint_dir = !plan_.cfg.checkpoint.dir.empty();
     const AttemptFacts facts{attempt_.kind == "warm_relaunch", progress_.progressed(), nodes_.book().any_lost()};
-    const Decision decision = decide(obs, budgets, facts);
+    const Decision decision = choose_restarts(obs, budgets, facts);
     const Rule& rule = *decision.rule;
     Incident inc;
     inc.attempt = attempt_.index;
@@ -489,7 +489,7 @@ void JobCore::start_warm_relaunch(const nlohmann::json& reason, bool from_dead_s
     start_attempt(kind.checkpoint_and_exit ? "checkpoint_for_requeue" : "warm_relaunch", kind, fx);
 }
 
-// The policy allowed it (decide()); it starts when a complete checkpoint for this shape exists.
+// The policy allowed it (choose_restarts()); it starts when a complete checkpoint for this shape exists.
 bool JobCore::try_cold_restart(const nlohmann::json& reason, const TeardownDone& teardown, Now now, Effects& fx) {
     if (!teardown.checkpoint_step) {
         log(fx, "cold_restart_refused", {{"reason", reason}, {"why", teardown.no_checkpoint_why}});

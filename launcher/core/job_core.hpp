@@ -24,7 +24,7 @@
 namespace flashrec::launcher {
 
 // How the job ended.
-struct Outcome {
+struct JobOutcome {
     std::string name = "failed";  // finished | failed | interrupted | requeued | ...
     int exit_code = 1;
     std::string message;
@@ -33,7 +33,7 @@ struct Outcome {
 class JobCore {
 public:
     // `mpirun_flags`: what the wrapper gives mpirun (for the launch records), when known.
-    JobCore(const Plan& plan, std::string local_host, std::optional<std::vector<std::string>> mpirun_flags, Now now);
+    JobCore(const LaunchPlan& plan, std::string local_host, std::optional<std::vector<std::string>> mpirun_flags, Now now);
 
     // The first attempt (--resume: `resume`). On a job that is over it is a bug (IllegalPhaseMove).
     Effects start(bool resume);
@@ -42,7 +42,7 @@ public:
     Effects summary(Now now);
 
     JobPhase phase() const { return phase_; }
-    const Outcome& outcome() const { return outcome_; }
+    const JobOutcome& outcome() const { return outcome_; }
     const CurrentAttempt& attempt() const { return attempt_; }
     const JobMetrics& metrics() const { return report_.metrics(); }
     // The pids whose liveness the next Tick should report (local ranks whose connection closed,
@@ -97,7 +97,7 @@ private:
     RestartStart restart_start(Restart kind, const nlohmann::json& reason, Now now) const;
     LaunchKind unfired_faults() const;
 
-    const Plan& plan_;
+    const LaunchPlan& plan_;
     const std::string local_host_;
     const std::optional<std::vector<std::string>> mpirun_flags_;
     const SteadyTime job_start_;
@@ -122,7 +122,7 @@ private:
         SteadyTime first_evidence{}, detect_end{};
         bool leftovers_killed = false;  // while awaiting the final records
     } judged_;
-    Outcome outcome_;
+    JobOutcome outcome_;
     std::optional<std::int64_t> requeue_from_;  // checkpoint-and-requeue: the step written
 };
 

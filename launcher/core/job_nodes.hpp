@@ -1,6 +1,6 @@
 // The launcher's book of the allocation's nodes: which host names are the job's nodes, which
 // nodes were lost in this attempt, which ones flashrec gave up on (never used again), and where
-// a rank ran. A value type with pure methods; the supervisor logs, drains and relays out.
+// a rank ran. A value type with pure methods; NodeWatch (node_watch.hpp) keeps it at work.
 #pragma once
 #include <set>
 #include <string>

@@ -17,8 +17,7 @@
 
 namespace flashrec::launcher {
 
-// Where the job stands. One value replaces the flags the supervisor once kept (tearing down,
-// interrupted, a forced death, mpirun exited, done).
+// Where the job stands; JobCore moves it only along the phase table below.
 enum class JobPhase : std::uint8_t {
     running,                 // mpirun runs; failures are detected and recorded
     ending,                  // the launcher ended mpirun (a job-level decision, or it lingered)

@@ -116,7 +116,7 @@ Relayout replace_nodes(const Layout& layout, const std::set<std::string>& lost) 
     return out;
 }
 
-std::vector<std::pair<std::string, std::string>> Plan::rank_variables(const LaunchKind& kind,
+std::vector<std::pair<std::string, std::string>> LaunchPlan::rank_variables(const LaunchKind& kind,
                                                                       const Layout& where) const {
     std::vector<std::pair<std::string, std::string>> vars{{ft::env::kRoleOfRank, where.role_of_rank()}};
     if (!where.spawn_host().empty()) vars.emplace_back(ft::env::kSpareHost, where.spawn_host());
@@ -125,11 +125,11 @@ std::vector<std::pair<std::string, std::string>> Plan::rank_variables(const Laun
     return vars;
 }
 
-std::vector<std::pair<std::string, std::string>> Plan::wrapper_variables() const {
+std::vector<std::pair<std::string, std::string>> LaunchPlan::wrapper_variables() const {
     return config::wrapper_variables(cfg.mpi);
 }
 
-std::vector<std::string> Plan::command(const LaunchKind& kind, const Layout& where) const {
+std::vector<std::string> LaunchPlan::command(const LaunchKind& kind, const Layout& where) const {
     std::vector<std::string> argv{wrapper, "-n", std::to_string(where.processes.size())};
     // No -x: the ranks inherit mpirun's environment, locally and under Slurm (srun hands it to
     // PRRTE's daemons). -x would also be unsafe: with several -x, PRRTE 3.0.13 corrupted its

@@ -1,6 +1,6 @@
 // What flashrec-launch will run, as plain values: the layout of ranks on nodes, the flavour of one
 // start, and the plan (the validated config, the layout, the exact mpirun command line through
-// tools/fr-mpirun). Pure: plan/launch_plan.hpp makes a Plan (files, environment, Slurm).
+// tools/fr-mpirun). Pure: plan/launch_plan.hpp makes a LaunchPlan (files, environment, Slurm).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -69,7 +69,7 @@ struct LaunchKind {
     std::vector<std::string> faults;  // --fault specs still to pass
 };
 
-struct Plan {
+struct LaunchPlan {
     config::Config cfg;
     std::filesystem::path config_path;  // absolute
     std::filesystem::path program;      // absolute, executable

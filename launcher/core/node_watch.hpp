@@ -18,7 +18,7 @@ namespace flashrec::launcher {
 
 class NodeWatch {
 public:
-    NodeWatch(NodeBook book, const Plan& plan) : book_(std::move(book)), plan_(plan) {}
+    NodeWatch(NodeBook book, const LaunchPlan& plan) : book_(std::move(book)), plan_(plan) {}
 
     const NodeBook& book() const { return book_; }
     NodeBook& book() { return book_; }
@@ -54,7 +54,7 @@ public:
 
 private:
     NodeBook book_;
-    const Plan& plan_;
+    const LaunchPlan& plan_;
     // The last in-job repair that spawned a replacement (onto the spawn host): attempt and time.
     std::pair<int, SteadyTime> last_spawn_{-1, {}};
 };

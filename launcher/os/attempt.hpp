@@ -1,5 +1,5 @@
 // One attempt of the MPI job: mpirun started in its own process group with its output on pipes
-// (Child, spawn_child), the lines read from them, and what the supervisor knows of the attempt.
+// (Child, spawn_child), the lines read from them, and what the shell knows of the attempt.
 // The pipes and the child are owned: nothing leaks on an error path.
 #pragma once
 #include <sys/types.h>

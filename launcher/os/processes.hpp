@@ -32,7 +32,7 @@ std::vector<pid_t> descendants_of(pid_t root);
 // Whether `ancestor` is on `pid`'s parent chain.
 bool is_descendant(pid_t pid, pid_t ancestor);
 // Processes (other than this one) whose environment holds exactly `key=value`. Reads every
-// process's environ: the supervisor uses it only where it could not become a subreaper.
+// process's environ: the shell uses it only where it could not become a subreaper.
 std::vector<pid_t> processes_with_env(std::string_view key, std::string_view value);
 // Parent pid and state letter of `pid` from /proc/<pid>/stat; false if it is gone.
 bool read_stat(pid_t pid, pid_t& ppid, char& state);

@@ -20,7 +20,7 @@ std::string wire_hostname(std::string name) {
     return name.empty() ? "unknown" : name;
 }
 
-std::string control_bind_address(const Plan& plan, std::vector<std::string>& notes) {
+std::string control_bind_address(const LaunchPlan& plan, std::vector<std::string>& notes) {
     const std::string& bind = plan.cfg.detection.bind;
     if (!plan.btl_if.empty())
         notes.push_back(std::string("MPI network: ") + ft::env::kBtlIf + "=" + plan.btl_if +
@@ -46,7 +46,7 @@ std::string reachable_endpoint(std::string endpoint) {
     return endpoint;
 }
 
-json job_start_record(const Plan& plan, bool resume, const std::string& run_id) {
+json job_start_record(const LaunchPlan& plan, bool resume, const std::string& run_id) {
     const auto& cfg = plan.cfg;
     return {{"job", cfg.job.name},
             {"run_id", run_id},
@@ -67,7 +67,7 @@ json job_start_record(const Plan& plan, bool resume, const std::string& run_id) 
 }
 
 // The nodes with their ranks, the hot spares, the spare nodes.
-json layout_record(const Plan& plan, const std::string& control, const std::optional<std::string>& metrics) {
+json layout_record(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics) {
     const Layout& layout = plan.layout;
     json nodes = json::array();
     for (const auto& node : layout.nodes) {
@@ -93,7 +93,7 @@ json layout_record(const Plan& plan, const std::string& control, const std::opti
 }
 
 // The job in one line: its shape, its nodes, the control plane, the event log.
-std::string announcement(const Plan& plan, const std::string& control, const std::optional<std::string>& metrics) {
+std::string announcement(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics) {
     const auto& job = plan.cfg.job;
     const Layout& layout = plan.layout;
     return "job " + job.name + ": " + std::to_string(job.world_size()) + " rank" + (job.world_size() == 1 ? "" : "s") +
@@ -108,7 +108,7 @@ std::string announcement(const Plan& plan, const std::string& control, const std
            "; event log " + plan.events_path.string();
 }
 
-std::vector<std::string> child_environment(const Plan& plan, char** inherited, const LaunchKind& launch,
+std::vector<std::string> child_environment(const LaunchPlan& plan, char** inherited, const LaunchKind& launch,
                                            const Layout& layout, const ControlAccess& access) {
     std::vector<std::string> env;
     // The variables this launch sets: an inherited value must never reach the ranks.

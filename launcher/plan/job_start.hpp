@@ -24,17 +24,17 @@ struct ControlAccess {
 
 // Where the control plane listens: detection.bind, but under Slurm a loopback bind becomes the
 // address this node uses to reach the job's other nodes. `notes`: lines for people.
-std::string control_bind_address(const Plan& plan, std::vector<std::string>& notes);
+std::string control_bind_address(const LaunchPlan& plan, std::vector<std::string>& notes);
 // The endpoint as the ranks must dial it: a wildcard bind is reachable on loopback.
 std::string reachable_endpoint(std::string endpoint);
 
-nlohmann::json job_start_record(const Plan& plan, bool resume, const std::string& run_id);
+nlohmann::json job_start_record(const LaunchPlan& plan, bool resume, const std::string& run_id);
 // `metrics`: the metrics endpoint, when it is on.
-nlohmann::json layout_record(const Plan& plan, const std::string& control, const std::optional<std::string>& metrics);
-std::string announcement(const Plan& plan, const std::string& control, const std::optional<std::string>& metrics);
+nlohmann::json layout_record(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics);
+std::string announcement(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics);
 
 // mpirun's environment: `inherited` (environ) without any variable this launch sets, then those.
-std::vector<std::string> child_environment(const Plan& plan, char** inherited, const LaunchKind& launch,
+std::vector<std::string> child_environment(const LaunchPlan& plan, char** inherited, const LaunchKind& launch,
                                            const Layout& layout, const ControlAccess& access);
 
 }  // namespace flashrec::launcher

@@ -196,8 +196,8 @@ std::string mpirun_wrapper() {
     return FLASHREC_DEFAULT_MPIRUN;
 }
 
-Plan make_plan(const PlanRequest& request) {
-    Plan plan;
+LaunchPlan make_launch_plan(const PlanRequest& request) {
+    LaunchPlan plan;
     plan.cfg = config::load(request.config_path);
     plan.cfg.mpi = config::with_environment(plan.cfg.mpi, [](const char* name) { return std::getenv(name); });
     std::error_code ec;
@@ -337,7 +337,7 @@ std::string replay_check_text(const config::Protection& p) {
            "bitwise exact is refused (exit 78; protection.replay_check: off skips it)\n";
 }
 
-void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
+void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out) {
     const auto& cfg = plan.cfg;
     const auto& job = cfg.job;
     const auto& layout = plan.layout;

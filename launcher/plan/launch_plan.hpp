@@ -28,7 +28,7 @@ std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::st
 
 // Loads and validates everything, and reads the Slurm allocation when there is one; throws
 // flashrec::ConfigError ("file:line: field problem") or slurm::SlurmError (too few nodes, ...).
-Plan make_plan(const PlanRequest& request);
+LaunchPlan make_launch_plan(const PlanRequest& request);
 
 // The mpirun wrapper: $FLASHREC_MPIRUN, else fr-mpirun beside this executable (an installed
 // launcher), else the source tree's tools/fr-mpirun this build was configured with.
@@ -48,7 +48,7 @@ std::string failure_cost_estimate(const config::Protection& p);
 std::string replay_check_text(const config::Protection& p);
 
 // The dry-run report: layout, the exact command, the environment, the mpirun flags.
-void print_dry_run(const Plan& plan, bool resume, std::ostream& out);
+void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out);
 
 std::string local_hostname();
 // The local IPv4 address this machine uses to reach `host` (the route's source), or "".

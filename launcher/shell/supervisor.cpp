@@ -46,7 +46,7 @@ Now now() { return {SteadyClock::now(), WallClock::now()}; }
 
 class Supervisor {
 public:
-    Supervisor(const Plan& plan, const SupervisorOptions& options) : plan_(plan), options_(options) {}
+    Supervisor(const LaunchPlan& plan, const SupervisorOptions& options) : plan_(plan), options_(options) {}
     int run();
     // What a teardown looks for beyond this process's own tree: nothing when this process is a
     // subreaper (orphans come back to it); else the launch id in every process's environment.
@@ -77,7 +77,7 @@ private:
     std::optional<std::vector<std::string>> unreachable_nodes(const std::vector<std::string>& nodes);
     RequeueDone requeue(std::int64_t step);
 
-    const Plan& plan_;
+    const LaunchPlan& plan_;
     SupervisorOptions options_;
     std::shared_ptr<ft::EventLog> log_;
     ft::wire::Token token_{};
@@ -427,7 +427,7 @@ int Supervisor::run() {
 
 }  // namespace
 
-int supervise(const Plan& plan, const SupervisorOptions& options) {
+int supervise(const LaunchPlan& plan, const SupervisorOptions& options) {
     Supervisor supervisor(plan, options);
     try {
         return supervisor.run();

@@ -16,6 +16,6 @@ struct SupervisorOptions {
 };
 
 // Runs the job to its end; returns flashrec-launch's exit code.
-int supervise(const Plan& plan, const SupervisorOptions& options);
+int supervise(const LaunchPlan& plan, const SupervisorOptions& options);
 
 }  // namespace flashrec::launcher

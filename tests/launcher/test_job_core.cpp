@@ -29,8 +29,8 @@ int signalled(int sig) { return sig; }
 const std::vector<std::string> kRoles = {"dp0.tp0.pp0", "dp1.tp0.pp0", "dp2.tp0.pp0", "dp3.tp0.pp0"};
 
 // dp 4 on 2 nodes of 2 ranks, one hot spare; heartbeats every 100 ms, hangs after 1 s.
-Plan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slurm = false, int spare_nodes = 1) {
-    Plan plan;
+LaunchPlan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slurm = false, int spare_nodes = 1) {
+    LaunchPlan plan;
     auto& cfg = plan.cfg;
     cfg.job.name = "t-core";
     cfg.job.nodes = 2;
@@ -59,9 +59,9 @@ Plan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slur
 // The shell and the control plane, played by the test.
 class Harness {
 public:
-    explicit Harness(Plan p) : plan(std::move(p)), t0_(SteadyClock::now()), w0_(WallClock::now()) {}
+    explicit Harness(LaunchPlan p) : plan(std::move(p)), t0_(SteadyClock::now()), w0_(WallClock::now()) {}
 
-    Plan plan;
+    LaunchPlan plan;
     std::vector<RankInfo> ranks;    // the controller's view
     std::set<int> dead;             // pids whose process is gone
     std::optional<std::int64_t> checkpoint;  // what a teardown finds in checkpoint.dir
@@ -1001,7 +1001,7 @@ TEST_CASE("the spawn trap: PRRTE losing its daemon on the spare node during a re
 }
 
 TEST_CASE("no spare node left, checkpoint-and-requeue: a relaunch only writes a checkpoint, then the job is requeued") {
-    Plan plan = plan_of(2, "/ckpt", true, 0);
+    LaunchPlan plan = plan_of(2, "/ckpt", true, 0);
     plan.cfg.slurm.when_spares_exhausted = "checkpoint-and-requeue";
     Harness h(std::move(plan));
     h.checkpoint = 30;
@@ -1392,7 +1392,7 @@ TEST_CASE("moved decision: a superseded rank already gone (or elsewhere) is a lo
 namespace {
 // No spare node left under checkpoint-and-requeue: the checkpoint-only relaunch wrote step 30.
 Harness requeue_job() {
-    Plan plan = plan_of(2, "/ckpt", true, 0);
+    LaunchPlan plan = plan_of(2, "/ckpt", true, 0);
     plan.cfg.slurm.when_spares_exhausted = "checkpoint-and-requeue";
     return Harness(std::move(plan));
 }
