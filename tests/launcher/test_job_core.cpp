@@ -1407,11 +1407,18 @@ TEST_CASE("summary: at k = 1 the step without a snapshot is not measured, and th
 // issue 48: the decisions that were the shell's, the requeue's outcome, the phase table, the
 // order of effects
 
-TEST_CASE("moved decision: a silent rank is killed at once, as the core decides") {
-    Harness h(plan_of());
+namespace {
+// The first attempt starts, its ranks register and make `steps` steps.
+void start_and_run(Harness& h, std::int64_t steps) {
     h.start();
     h.register_all();
-    h.steps(0, 10);
+    h.steps(0, steps);
+}
+}  // namespace
+
+TEST_CASE("moved decision: a silent rank is killed at once, as the core decides") {
+    Harness h(plan_of());
+    start_and_run(h, 10);
     h.feed(HangReported{h.incident(kRoles[1], IncidentReason::no_heartbeat)});
     REQUIRE(h.asked<KillRank>().size() == 1);
     CHECK(h.asked<KillRank>()[0].incident.role == kRoles[1]);
@@ -1423,9 +1430,7 @@ TEST_CASE("moved decision: a silent rank is killed at once, as the core decides"
 
 TEST_CASE("moved decision: a stalled rank reported by the control plane is confirmed before the kill") {
     Harness h(plan_of());
-    h.start();
-    h.register_all();
-    h.steps(0, 10);
+    start_and_run(h, 10);
     h.of(kRoles[2]).hung = true;
     h.feed(HangReported{h.incident(kRoles[2], IncidentReason::stalled)});
     CHECK(h.asked<KillRank>().empty());
@@ -1436,9 +1441,7 @@ TEST_CASE("moved decision: a stalled rank reported by the control plane is confi
 
 TEST_CASE("moved decision: a superseded rank alive in this launcher's tree is killed and counted as a hang") {
     Harness h(plan_of());
-    h.start();
-    h.register_all();
-    h.steps(0, 10);
+    start_and_run(h, 10);
     h.feed(RankSuperseded{h.incident(kRoles[1], IncidentReason::superseded), true});
     REQUIRE(h.asked<KillRank>().size() == 1);
     CHECK(h.asked<KillRank>()[0].incident.reason == IncidentReason::superseded);
@@ -1448,9 +1451,7 @@ TEST_CASE("moved decision: a superseded rank alive in this launcher's tree is ki
 
 TEST_CASE("moved decision: a superseded rank already gone (or elsewhere) is a loss, not a hang") {
     Harness h(plan_of());
-    h.start();
-    h.register_all();
-    h.steps(0, 10);
+    start_and_run(h, 10);
     h.of(kRoles[1]).status = RankStatus::lost;
     h.dead.insert(h.of(kRoles[1]).pid);
     h.feed(RankSuperseded{h.incident(kRoles[1], IncidentReason::superseded), false});
@@ -1470,9 +1471,7 @@ Harness requeue_job() {
 }
 void end_for_requeue(Harness& h) {
     h.checkpoint = 30;
-    h.start();
-    h.register_all();
-    h.steps(0, 30);
+    start_and_run(h, 30);
     h.feed(DaemonLost{"fn2", "lost communication with a remote daemon"});
     h.ranks_exit(RankStatus::lost);
     h.mpirun_exits(exited(1));
@@ -1565,9 +1564,7 @@ TEST_CASE("effect order: an attempt's or the job's boundary comes last, or the l
 TEST_CASE("effect order: a job death carried out through the queue, as the shell does, without re-entry") {
     // The shell's loop over the real queue: an effect's result goes to the core, its effects queue.
     Harness h(plan_of());
-    h.start();
-    h.register_all();
-    h.steps(0, 10);
+    start_and_run(h, 10);
     h.ranks_exit(RankStatus::lost);
     EffectQueue q;
     std::vector<std::string> carried;
