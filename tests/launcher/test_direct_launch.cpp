@@ -26,8 +26,8 @@ std::string value_of(const fl::DirectLaunch::Variables& vars, const std::string&
     return it == vars.end() ? "(unset)" : it->second;
 }
 
-fl::Plan direct_plan(int hot_spares) {
-    fl::Plan plan;
+fl::LaunchPlan direct_plan(int hot_spares) {
+    fl::LaunchPlan plan;
     plan.cfg.job.nodes = 2;
     plan.cfg.job.ranks_per_node = 2;
     plan.cfg.job.dp = 4;
@@ -43,7 +43,7 @@ fl::Plan direct_plan(int hot_spares) {
     plan.wrapper = "/work/tools/fr-mpirun";
     plan.allocation = flashrec::slurm::split_nodes({"n1", "n2", "n3"}, 2, 1);
     plan.layout = fl::make_layout(plan.cfg, "n1", &*plan.allocation);
-    plan.direct.emplace(kTcpFlags, plan.hostfile_path().string());
+    plan.direct.emplace(kTcpFlags, plan.hostfile_path().string(), fl::mpi_prefix());
     return plan;
 }
 
@@ -71,7 +71,7 @@ TEST_CASE("a flag with no environment form is refused, by name") {
 }
 
 TEST_CASE("a direct plan starts one srun step of every rank and hot spare, with no mpirun") {
-    const fl::Plan plan = direct_plan(2);
+    const fl::LaunchPlan plan = direct_plan(2);
     fl::LaunchKind kind;
     kind.faults = {"role=dp1,step=5,kind=kill"};
     const auto argv = plan.command(kind, plan.layout);
@@ -92,7 +92,7 @@ TEST_CASE("a direct plan starts one srun step of every rank and hot spare, with 
 }
 
 TEST_CASE("without direct launch the plan runs the wrapper, and the ranks hear nothing of srun") {
-    fl::Plan plan = direct_plan(0);
+    fl::LaunchPlan plan = direct_plan(0);
     plan.direct.reset();
     const auto argv = plan.command({}, plan.layout);
     CHECK(argv.front() == "/work/tools/fr-mpirun");
