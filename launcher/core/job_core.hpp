@@ -124,6 +124,7 @@ private:
     } judged_;
     JobOutcome outcome_;
     std::optional<std::int64_t> requeue_from_;  // checkpoint-and-requeue: the step written
+    int start_retries_ = 0;  // direct launch: times the first step never came up and was started again
 };
 
 }  // namespace flashrec::launcher

@@ -770,6 +770,60 @@ TEST_CASE("incident: mpirun lingering 10 s after every rank left is ended") {
     CHECK(h.core->phase() == JobPhase::ending);
 }
 
+// Direct launch (slurm.launch: srun): Open MPI 5.0.10 crashes now and then inside MPI_Init under
+// srun; a step none of whose ranks connected is started again (twice at most), then judged as before.
+LaunchPlan direct_plan_of() {
+    LaunchPlan plan = plan_of(2, "", true);
+    plan.direct.emplace(std::vector<std::string>{"--with-ft", "ulfm"}, "/nonexistent/t-core.hosts", "");
+    return plan;
+}
+
+TEST_CASE("direct launch: a first step that never came up is started again, then the job runs") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.mpirun_exits(signalled(SIGSEGV));  // a task crashed in MPI_Init; no rank registered
+    h.tick();
+    const auto retried = h.logged("start_retried");
+    REQUIRE(retried.size() == 1);
+    CHECK(retried[0]["attempt"] == 1);
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    CHECK(h.core->attempt().kind == "start_retry");
+    CHECK(h.core->phase() == JobPhase::running);
+    run_to_the_end(h, 0);
+    CHECK(h.core->outcome().name == "finished");
+}
+
+TEST_CASE("direct launch: a step that never comes up three times is a job that never started") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.mpirun_exits(exited(75));
+    h.tick();
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    h.mpirun_exits(signalled(SIGSEGV));
+    h.tick();
+    REQUIRE(h.asked<StartAttempt>().size() == 3);
+    h.mpirun_exits(signalled(SIGSEGV));
+    h.tick();
+    CHECK(h.asked<StartAttempt>().size() == 3);
+    CHECK(h.logged("start_retried").size() == 2);
+    CHECK(h.core->outcome().name == "failed_to_start");
+}
+
+TEST_CASE("direct launch: a bad config, and any mpirun launch, are not started again") {
+    Harness bad(direct_plan_of());
+    bad.start();
+    bad.mpirun_exits(exited(flashrec::ft::kExitBadConfig));
+    bad.tick();
+    CHECK(bad.asked<StartAttempt>().size() == 1);
+    CHECK(bad.core->outcome().name == "failed_to_start");
+    Harness mpirun(plan_of(2, "", true));
+    mpirun.start();
+    mpirun.mpirun_exits(signalled(SIGSEGV));
+    mpirun.tick();
+    CHECK(mpirun.asked<StartAttempt>().size() == 1);
+    CHECK(mpirun.core->outcome().name == "failed_to_start");
+}
+
 // Issue 46, 1: every rank's ending_job was acknowledged and every connection closed within
 // 13 ms, then the warm relaunch waited out mpirun's 10 s grace (PRRTE's lingering mpirun).
 TEST_CASE("incident: an attempt the ranks ended, every process accounted for: mpirun is ended at once") {
