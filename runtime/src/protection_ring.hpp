@@ -1,0 +1,70 @@
+// This role's place in the snapshot ring (docs/snapshots.md): the Protection that snapshots its
+// state and replicates it to its ring successors, the stores it keeps mapped across repairs, the
+// roles whose payloads it holds, and the segment names of all of them. A hot spare's blank slots,
+// made ahead so that taking over a role costs no allocation, live here too. A part of
+// Runtime::Impl; Impl::start_protection (re)starts it for the current topology.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flashrec/ft/protection.hpp"
+#include "flashrec/ft/quarantine.hpp"
+#include "flashrec/runtime/membership.hpp"
+#include "flashrec/runtime/topology.hpp"
+
+namespace flashrec::runtime {
+
+class ProtectionRing {
+public:
+    // Names follow the process's node and its role in `membership` as they change.
+    ProtectionRing(const std::string& job, const std::string& node, const topology::Shape& shape,
+                   const Membership& membership)
+        : job_(job), node_(node), shape_(shape), membership_(membership) {}
+
+    // Snapshot segments are named per node, so virtual nodes on one machine never share them.
+    std::string store_prefix() const;
+    // The segment key of this role's own snapshot on this node, and of the ring copy of
+    // `owner`'s payload that this role holds here.
+    std::string own_segment() const;
+    std::string held_segment(int owner) const;
+    // The own segment, then the held ones.
+    std::vector<std::string> own_and_held_segments() const;
+    // Unlinks this role's own snapshot and the ring copies it holds on this node.
+    void unlink_own_segments() const;
+
+    // Whether snapshot `version` was started (the step that starts from it waits for it).
+    bool snapshotted(std::int64_t version) const { return protection && snapshot_version == version; }
+    // The running Protection is aborted and kept (`quarantine`) while transfers of the aborted
+    // epoch may still touch it.
+    void retire(ft::Quarantine& quarantine);
+
+    // A parked hot spare: its stores' slots of `slot_bytes` each (the leader's sizes), made on a
+    // thread of its own at the lowest priority; `tag` names them.
+    void make_blank_slots(const std::vector<std::size_t>& slot_bytes, const std::string& tag);
+    bool blanks_made() const { return blanks_made_; }
+    // Its blank maker stopped, untaken blanks unlinked.
+    void drop_blanks();
+
+    std::unique_ptr<ft::Protection> protection;
+    // The version of the last snapshot started (protection.every: not every step's); its sync
+    // point waits for it.
+    std::int64_t snapshot_version = -1;
+    std::vector<int> held_roles;  // whose payloads this process keeps (for recovery reports)
+    bool fresh_snapshots = true;  // first protection start of a new job: drop stale segments
+    int blanks_taken_before_repair = 0;  // stores->blanks_taken() when the last repair began
+    // The snapshot stores of this process, kept mapped across repairs (docs/snapshots.md).
+    std::shared_ptr<ft::StorePool> stores = std::make_shared<ft::StorePool>();
+
+private:
+    const std::string& job_;
+    const std::string& node_;
+    const topology::Shape& shape_;
+    const Membership& membership_;
+    bool blanks_made_ = false;
+    std::jthread blank_maker_;  // after `stores`: joined before the pool goes
+};
+
+}  // namespace flashrec::runtime
