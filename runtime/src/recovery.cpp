@@ -155,7 +155,7 @@ std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& co
     return reports;
 }
 
-std::optional<Runtime::Impl::Resume> Runtime::Impl::recover() {
+std::optional<Runtime::Impl::ResumePoint> Runtime::Impl::recover() {
     for (int attempt = 0;; ++attempt) {
         if (attempt >= cfg.recovery.max_epochs)
             end_job("in-job recovery failed " + std::to_string(attempt) +
@@ -177,7 +177,7 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::recover() {
     }
 }
 
-std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
+std::optional<Runtime::Impl::ResumePoint> Runtime::Impl::recovery_epoch() {
     timeline.begin();
     enter(Phase::recovery, step);
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
@@ -250,9 +250,9 @@ void Runtime::Impl::join_as_spawned() {
     }
 }
 
-recovery::Outcome Runtime::Impl::decide(int me, const std::vector<recovery::Report>& reports,
+recovery::RepairOutcome Runtime::Impl::decide_repair(int me, const std::vector<recovery::Report>& reports,
                                         std::string replacement) {
-    recovery::Plan plan = recovery::make_plan(shape, reports);
+    recovery::Plan plan = recovery::plan_repair(shape, reports);
     note_rejected_spares(me, plan, reports);
     if (plan.version < 0) {
         // Some role's state is lost in memory everywhere: tier 3, everyone restores the newest
@@ -292,7 +292,7 @@ void Runtime::Impl::note_rejected_spares(int me, const recovery::Plan& plan,
     }
 }
 
-void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
+void Runtime::Impl::apply(ft::Comm next_universe, recovery::RepairOutcome outcome) {
     const recovery::Plan& plan = outcome.plan;
     const bool role_changed = membership.role_index != outcome.role;
     if (outcome.part == recovery::Part::recovered) {
@@ -320,12 +320,12 @@ void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
     if (role_changed) connect_control_plane();
 }
 
-std::optional<Runtime::Impl::Resume> Runtime::Impl::adopt_plan(ft::Comm new_universe,
+std::optional<Runtime::Impl::ResumePoint> Runtime::Impl::adopt_plan(ft::Comm new_universe,
                                                               const std::vector<recovery::Report>& reports,
                                                               std::string replacement) {
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
     const int me = new_universe.rank();
-    apply(std::move(new_universe), decide(me, reports, std::move(replacement)));
+    apply(std::move(new_universe), decide_repair(me, reports, std::move(replacement)));
 
     watchdog.arm("rebuild", membership.epoch, budget);
     membership.build_communicators(shape, deadline());
@@ -341,7 +341,7 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::adopt_plan(ft::Comm new_univ
     }
     watchdog.arm("restore", membership.epoch, budget);
     restore_and_serve(plan);  // restore.cpp
-    const Resume at{plan.version, plan.initial};
+    const ResumePoint at{plan.version, plan.initial};
     step = at.step;  // the live state is version R from here: a retried epoch reports it
     finish_recovery();
     return at;
@@ -437,7 +437,7 @@ void Runtime::Impl::emit_recovery_record() {
     record.back_in_loop_unix_us = in_loop;     // the last rank back in the loop, state restored
     record.first_step_ms = max_phase.value("first_step", 0.0);
     record.slots_made_ahead = slots_made_ahead;
-    // Under auto: the k in use when the failure came (resume() has set the start value since).
+    // Under auto: the k in use when the failure came (resume_at() has set the start value since).
     record.protection_every = interval.every_before_resume();
     if (const auto replay_ms = runtime::replay_cost_ms(plan.steps_replayed, median_step_ms))
         record.replay_ms = std::round(*replay_ms * 1000) / 1000;
@@ -447,7 +447,7 @@ void Runtime::Impl::emit_recovery_record() {
     last_recovery.reset();
 }
 
-Runtime::Impl::Resume Runtime::Impl::warm_restore() {
+Runtime::Impl::ResumePoint Runtime::Impl::warm_restore() {
     // Tier 2: a new MPI job in the same allocation. Every role finds its state in the node-local
     // snapshots the old job left: its own, or a ring replica on another node (docs/ARCHITECTURE.md, "Tiers").
     timeline.begin();
@@ -461,7 +461,7 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
             recovery::committed_versions(cfg.job.name, ring.held_segment(owner)).newest >= 0)
             ring.held_roles.push_back(owner);
     // Stale segments of roles that moved (issue 15, case 3) may sit here under this node's name:
-    // make_plan's relaunch mode uses this node's own copy only when it has the version chosen.
+    // plan_repair's relaunch mode uses this node's own copy only when it has the version chosen.
     watchdog.arm("relaunch-exchange", membership.epoch,
                  std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
     // Plan, then verify every byte this process will send or restore from; a copy that fails
@@ -471,7 +471,7 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
     recovery::Plan plan;
     for (int round = 0;; ++round) {
         const auto reports = exchange_reports(membership.work, false);
-        plan = recovery::make_plan(shape, reports, recovery::Mode::relaunch);
+        plan = recovery::plan_repair(shape, reports, recovery::Mode::relaunch);
         if (plan.version < 0 || plan.initial) break;
         const std::string bad = verify_restore_sources(plan);
         int all_good = bad.empty() ? 1 : 0;
@@ -481,7 +481,7 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
         if (round >= 16) end_job("warm relaunch: snapshot copies kept failing verification", ft::kExitStateLost);
     }
     timeline.mark("exchange");
-    recovery::Outcome outcome;
+    recovery::RepairOutcome outcome;
     outcome.tier = 2;
     if (plan.version < 0) {
         std::string why;
@@ -528,7 +528,7 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
         log("warm relaunch: restored version " + std::to_string(plan.version) + " (" +
             std::to_string(plan.replacements.size()) + " role(s) from ring replicas" +
             (plan.from_checkpoint ? ", from the HDF5 checkpoint" : "") + ")");
-    return Resume{plan.version, plan.initial};
+    return ResumePoint{plan.version, plan.initial};
 }
 
 std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {

@@ -36,7 +36,7 @@ struct CommandLine {
     std::string config_path;
     std::vector<std::string> faults;
     std::string node;  // --flashrec-node: set by the parents of a spawned replacement
-    bool resume = false;  // --resume: start from the newest HDF5 checkpoint
+    bool from_checkpoint = false;  // --resume: start from the newest HDF5 checkpoint
 };
 
 CommandLine read_command_line(int argc, char** argv) {
@@ -52,7 +52,7 @@ CommandLine read_command_line(int argc, char** argv) {
         else if (arg == "--fault") cl.faults.push_back(value("--fault"));
         else if (arg.rfind("--fault=", 0) == 0) cl.faults.push_back(arg.substr(8));
         else if (arg == "--flashrec-node") cl.node = value("--flashrec-node");
-        else if (arg == "--resume") cl.resume = true;
+        else if (arg == "--resume") cl.from_checkpoint = true;
     }
     if (cl.config_path.empty()) {
         if (const char* env = std::getenv(ft::env::kConfig)) cl.config_path = env;
@@ -175,7 +175,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         config::validate_fault(cfg.faults.back(), cfg.job, "--fault", cfg.protection);
     }
     shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
-    started.from_checkpoint = cl.resume || std::getenv(ft::env::kResume) != nullptr;
+    started.from_checkpoint = cl.from_checkpoint || std::getenv(ft::env::kResume) != nullptr;
     started.relaunched = std::getenv(ft::env::kRelaunch) != nullptr;
     ring.fresh_snapshots = !started.relaunched;
     loop.pristine = !started.relaunched;
@@ -343,7 +343,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
     }
     // Like the recovery reports: a process that dies inside the exchange can leave it failed on
     // some processes and complete with its part blank on others, so everyone goes on only if
-    // everyone got every part intact (agree), and a failure abandons the step (resume()).
+    // everyone got every part intact (agree), and a failure abandons the step (resume_at()).
     faults.at(version, config::Phase::protection_start);
     std::string torn;
     try {
@@ -629,7 +629,7 @@ void Runtime::Impl::rewind_for_replay_probe() {
     guarded([&] {
         if (ring.protection) ring.protection->wait();
     });
-    if (abandoned) return;  // a failure: the caller repairs (resume() disarms the probe)
+    if (abandoned) return;  // a failure: the caller repairs (resume_at() disarms the probe)
     const auto rewind_started = Clock::now();
     const std::int64_t from = replay.probe().from;
     const std::int64_t to = step;
@@ -698,7 +698,7 @@ void Runtime::Impl::judge_replay_probe(bool everyone_exact) {
     end_job(runtime::replay_probe_refusal(record.from, record.to, cfg.protection.every), ft::kExitDeterministicError);
 }
 
-void Runtime::Impl::resume(const Resume& at) {
+void Runtime::Impl::resume_at(const ResumePoint& at) {
     step = at.step;
     check_platform();
     // Every role the same k, without a collective: a replacement has no history of choices.
@@ -982,9 +982,9 @@ std::int64_t Runtime::loop_start() {
         const recovery::Plan plan = *std::exchange(im.takeover, std::nullopt);
         im.receive_state(plan);
         im.finish_recovery();
-        im.resume({plan.version, plan.initial});
+        im.resume_at({plan.version, plan.initial});
     } else if (im.started.relaunched) {
-        im.resume(im.warm_restore());
+        im.resume_at(im.warm_restore());
         if (std::getenv(ft::env::kCheckpointAndExit)) im.checkpoint_and_leave();
     } else if (im.started.from_checkpoint) {
         std::string why;
@@ -996,10 +996,10 @@ std::int64_t Runtime::loop_start() {
                    im.cfg.checkpoint.dir);
             im.launcher.emit(ft::records::CheckpointResumed{*version, im.cfg.checkpoint.dir}.to_json());
         }
-        im.resume({*version, true});
+        im.resume_at({*version, true});
         im.arm_replay_probe(*version);
     } else {
-        im.resume({0, true});
+        im.resume_at({0, true});
         im.arm_replay_probe(0);
     }
     im.enter(Phase::forward, im.step);
@@ -1038,7 +1038,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     // This step, or the end of the loop, was abandoned: repair, then go on from the version restored.
     const auto at = im.recover();
     if (!at) throw Error("internal: a repair left role " + topology::role_key(im.coord()) + " without state to resume");
-    im.resume(*at);
+    im.resume_at(*at);
     im.enter(Phase::forward, im.step);
     return im.step;
 }

@@ -102,7 +102,7 @@ struct Runtime::Impl {
     // outcome's (last_recovery->timeline). A retried epoch begins this one again.
     recovery::Timeline timeline;
     // The last recovery's outcome, reported after the first step that follows it.
-    std::optional<recovery::Outcome> last_recovery;
+    std::optional<recovery::RepairOutcome> last_recovery;
     // The repair that gave this process a dead role (a hot spare or a spawned one), until
     // loop_start receives the role's state as its plan says (receive_state).
     std::optional<recovery::Plan> takeover;
@@ -204,13 +204,13 @@ struct Runtime::Impl {
     // Where the step loop goes on from, as a start, a repair or a relaunch leaves it: the live
     // buffers hold the state after step `step`; `first_version`: no snapshot of it is committed
     // anywhere yet (a fresh start, or a repair that found only the initial state).
-    struct Resume {
+    struct ResumePoint {
         std::int64_t step = 0;
         bool first_version = false;
     };
-    // The one place the loop takes a Resume up: the step, protection from it, and the first
+    // The one place the loop takes a ResumePoint up: the step, protection from it, and the first
     // version committed everywhere before the first step when it must be.
-    void resume(const Resume& at);
+    void resume_at(const ResumePoint& at);
     // Before the first step (and again after a recovery that found no version): wait until the
     // starting version is committed everywhere, so that a failure in step 0 restores it from
     // memory like any later version. A failure meanwhile abandons the step (recovery follows).
@@ -243,24 +243,24 @@ struct Runtime::Impl {
     // Repairs (retrying epochs) until this process can go on, or ends the job. A survivor gets
     // where to resume; nullopt: it has no state to go on from yet (an idle spare parks again, a
     // hot spare that took a role receives its state in loop_start).
-    std::optional<Resume> recover();
-    std::optional<Resume> recovery_epoch();
+    std::optional<ResumePoint> recover();
+    std::optional<ResumePoint> recovery_epoch();
     void join_as_spawned();                // a spawned replacement, from the constructor
     void park_until_needed();              // a hot spare, from the constructor
     // Role 0 of the repaired job records each spare the plan passed over (spare_rejected).
     void note_rejected_spares(int me, const recovery::Plan& plan, const std::vector<recovery::Report>& reports);
     // Plans the repair from every live process's report and returns this process's outcome
     // (or ends the job: no spare left; throws ShardLost: no state anywhere, no checkpoint).
-    recovery::Outcome decide(int me, const std::vector<recovery::Report>& reports, std::string replacement);
+    recovery::RepairOutcome decide_repair(int me, const std::vector<recovery::Report>& reports, std::string replacement);
     // The one place a recovery's outcome changes this process: role, membership, spare pool,
     // control-plane registration, the faults a new holder of a role takes over.
-    void apply(ft::Comm next_universe, recovery::Outcome outcome);
-    // decide + apply, then rebuild the communicators and restore (what recover() returns).
-    std::optional<Resume> adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports,
+    void apply(ft::Comm next_universe, recovery::RepairOutcome outcome);
+    // decide_repair + apply, then rebuild the communicators and restore (what recover() returns).
+    std::optional<ResumePoint> adopt_plan(ft::Comm new_universe, const std::vector<recovery::Report>& reports,
                                      std::string replacement);
     // Everyone, once restored: the restored-agree, then the next epoch.
     void finish_recovery();
-    Resume warm_restore();  // tier 2, from loop_start
+    ResumePoint warm_restore();  // tier 2, from loop_start
     // Warm relaunch: reads every byte of the copies this process would restore or send for
     // plan.version; each that fails is logged, reported as an event and left out of the next
     // report (rejected_versions). Returns what failed ("" if all verified).
