@@ -2,16 +2,21 @@
 // state and replicates it to its ring successors, the stores it keeps mapped across repairs, the
 // roles whose payloads it holds, and the segment names of all of them. A hot spare's blank slots,
 // made ahead so that taking over a role costs no allocation, live here too. A part of
-// Runtime::Impl; Impl::start_protection (re)starts it for the current topology.
+// Runtime::Impl: Impl::start_protection gives it what the rest of the process decides (the
+// regions, the copier, the fault points) and it (re)starts the ring for the current topology.
 #pragma once
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "flashrec/ft/protection.hpp"
 #include "flashrec/ft/quarantine.hpp"
+#include "flashrec/runtime/config.hpp"
 #include "flashrec/runtime/membership.hpp"
 #include "flashrec/runtime/topology.hpp"
 
@@ -34,6 +39,28 @@ public:
     std::vector<std::string> own_and_held_segments() const;
     // Unlinks this role's own snapshot and the ring copies it holds on this node.
     void unlink_own_segments() const;
+
+    // What a start takes from the rest of the process.
+    struct Start {
+        const config::Protection& settings;
+        std::vector<ft::ProtectedRegion> regions;  // the live state, in registration order
+        ft::Comm replication;        // this epoch's dup of work for the protection thread (handed over)
+        ft::Quarantine& quarantine;  // keeps the stores of pairs that no longer exist while mapped
+        std::chrono::steady_clock::time_point deadline;  // of the agreement on the exchange
+        std::function<void()> before_exchange;  // a fault point (phase=protection_start)
+        // This process's own settings of the Protection (copier, thread, hooks), once the
+        // exchange went through.
+        std::function<void(ft::ProtectionSetup&)> complete;
+        // Before each snapshot: device state waits for the work enqueued so far (null: host state).
+        std::function<void()> state_ready;
+    };
+    // (Re)starts protection at `version` for the current topology (membership): drops a new
+    // job's stale segments once, exchanges the ft::RingOffers (throws CommRevoked everywhere
+    // unless every role got every one intact), keeps the stores of pairs that still exist, and
+    // makes the Protection. The first snapshot() then makes only what the stores lack.
+    void start(std::int64_t version, Start start);
+    // Starts snapshot `version` of the live state (the first after start(): `version` itself).
+    void snapshot(std::int64_t version);
 
     // Whether snapshot `version` was started (the step that starts from it waits for it).
     bool snapshotted(std::int64_t version) const { return protection && snapshot_version == version; }
@@ -63,6 +90,8 @@ private:
     const std::string& node_;
     const topology::Shape& shape_;
     const Membership& membership_;
+    std::function<void()> state_ready_;
+    std::optional<ft::SnapshotScope> first_scope_;  // what the first snapshot after start() makes
     bool blanks_made_ = false;
     std::jthread blank_maker_;  // after `stores`: joined before the pool goes
 };

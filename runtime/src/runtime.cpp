@@ -303,84 +303,33 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                 "no HDF5 checkpoints will be written");
         return;
     }
-    std::vector<ft::ProtectedRegion> regions = state.regions();
-    const bool node_aware = cfg.protection.placement == "node-aware";
-    const int k = cfg.protection.replicas;
-    ft::ProtectionSetup setup;
-    setup.job = cfg.job.name;
-    if (ring.fresh_snapshots) {
-        // A new job must never restore a version an earlier job of the same name left behind.
-        ring.unlink_own_segments();
-        ring.fresh_snapshots = false;
-    }
-    setup.store_prefix = ring.store_prefix();
-    setup.role_key = topology::role_key(coord());
-    setup.chunk_bytes = static_cast<std::size_t>(cfg.protection.chunk_bytes);
-    const auto successors =
-        topology::ring_successors(shape, membership.role_index, k, membership.node_of_role, node_aware);
-    ring.held_roles =
-        topology::ring_predecessors(shape, membership.role_index, k, membership.node_of_role, node_aware);
-
-    // What this process's stores hold already: after a repair, every store whose (owner,
-    // holder) pair survived holds the recovered version (headers only: cheap). The first
-    // snapshot then makes only what is missing. Ring successors learn it, and the size of what
-    // they will hold for each predecessor, in one allgather.
-    const auto holds = [&](const std::string& key) {
-        const auto steps = ft::SnapshotReader(cfg.job.name, key).committed_steps();
-        return std::find(steps.begin(), steps.end(), version) != steps.end();
-    };
-    const std::string own_key = ring.own_segment();
-    ft::SnapshotScope scope;
-    scope.own = !holds(own_key);
-    std::vector<std::string> keys{own_key};
-    ft::RingOffer offer;  // what this role holds at `version`, and its payload's layout
-    offer.payload = ft::payload_layout(regions);
-    for (int r : ring.held_roles) {
-        keys.push_back(ring.held_segment(r));
-        const bool held = holds(keys.back());
-        scope.receive_from.push_back(!held);
-        if (held) offer.holds.push_back(r);
-    }
-    // Like the recovery reports: a process that dies inside the exchange can leave it failed on
-    // some processes and complete with its part blank on others, so everyone goes on only if
-    // everyone got every part intact (agree), and a failure abandons the step (resume_at()).
-    faults.at(version, config::Phase::protection_start);
-    std::string torn;
-    try {
-        const auto gathered = ft::allgather_strings(membership.work, offer.encode());
-        const auto offer_of = [&](int r) { return ft::RingOffer::decode(gathered[static_cast<size_t>(r)]); };
-        for (int r : successors) {
-            scope.send_to.push_back(!offer_of(r).holds_payload_of(membership.role_index));
-            setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
-        }
-        for (int r : ring.held_roles)
-            setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)), offer_of(r).payload});
-    } catch (const Error& e) {
-        torn = e.what();
-    }
-    if (!membership.work.agree(torn.empty() ? 1 : 0, deadline()))
-        throw CommRevoked(0, 0, "exchange of snapshot layouts", membership.work.name(), membership.work.rank(),
-                          torn.empty() ? "another process did not get every layout" : "a torn exchange: " + torn);
-    // Stores of pairs that no longer exist are unmapped once transfers of the aborted epoch
-    // cannot touch them any more (the quarantine); their segments stay until the job ends.
-    for (auto& dropped : ring.stores->keep_only(keys)) quarantine.hold(std::move(dropped));
-    setup.regions = std::move(regions);
-    setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
-    // null: Protection copies host buffers with memcpy
-    setup.copier = device.snapshot_copier(state.buffers(), cfg.protection.device_hash);
-    if (const std::string problem = device.take_snapshot_hash_problem(); !problem.empty()) log("protection: " + problem);
-    setup.after_abort = quarantine.after_abort();  // its matched receives may still write
-    // A nice thread runs on cores the step leaves idle. A host with more processes than cores
-    // has none: there it only waits, and any other load on the host starves it while every step
-    // waits for it (4 ranks and 2 CPU burners on 2 cores: 300 steps in 90 s at nice 19, 11 s at 0).
-    setup.thread_nice = mpi.host_oversubscribed ? 0 : cfg.protection.thread_nice;
-    setup.poll_while_step_waits = !mpi.host_oversubscribed;
-    setup.pool = ring.stores;
-    // A repair (in-job or a warm relaunch: a plan is being adopted) makes the stores of new
-    // pairs on the protection thread, off the way back into the loop; a job's start makes
-    // them here, so that a /dev/shm too small fails before the first step.
-    setup.open_new_stores_in_background = last_recovery.has_value();
-    ring.protection = std::make_unique<ft::Protection>(std::move(setup), std::move(membership.replication));
+    ring.start(version, {cfg.protection, state.regions(), std::move(membership.replication), quarantine, deadline(),
+                         [&] { faults.at(version, config::Phase::protection_start); },
+                         [&](ft::ProtectionSetup& setup) {
+                             setup.during_replication = [this](std::int64_t v) {
+                                 faults.at(v, config::Phase::replication);
+                             };
+                             // null: Protection copies host buffers with memcpy
+                             setup.copier = device.snapshot_copier(state.buffers(), cfg.protection.device_hash);
+                             if (const std::string problem = device.take_snapshot_hash_problem(); !problem.empty())
+                                 log("protection: " + problem);
+                             setup.after_abort = quarantine.after_abort();  // its matched receives may still write
+                             // A nice thread runs on cores the step leaves idle. A host with more
+                             // processes than cores has none: there it only waits, and any other load
+                             // on the host starves it while every step waits for it (4 ranks and 2 CPU
+                             // burners on 2 cores: 300 steps in 90 s at nice 19, 11 s at 0).
+                             setup.thread_nice = mpi.host_oversubscribed ? 0 : cfg.protection.thread_nice;
+                             setup.poll_while_step_waits = !mpi.host_oversubscribed;
+                             // A repair (in-job or a warm relaunch: a plan is being adopted) makes the
+                             // stores of new pairs on the protection thread, off the way back into the
+                             // loop; a job's start makes them here, so that a /dev/shm too small fails
+                             // before the first step.
+                             setup.open_new_stores_in_background = last_recovery.has_value();
+                         },
+                         // A snapshot of device state waits (on the GPU) for the work enqueued so far.
+                         state.has_device_buffers()
+                             ? std::function<void()>([this] { ring.protection->setup().copier->state_ready(device.stream()); })
+                             : std::function<void()>()});
     if (membership.role_index == 0 && membership.epoch == 0) {
         // From the layouts: after a warm relaunch the stores are opened in the background.
         const auto& made = ring.protection->setup();
@@ -394,7 +343,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                       "protection: %.3f MiB of host memory for role 0 = 2 x %.3f MiB own snapshot + "
                       "2 x %.3f MiB replicas of %zu predecessor(s) (k=%d) in /dev/shm",
                       mib(total), mib(own / 2), mib((total - own) / 2),
-                      ring.protection->setup().predecessors.size(), k);
+                      ring.protection->setup().predecessors.size(), cfg.protection.replicas);
         log(line);
         if (mpi.host_oversubscribed && cfg.protection.thread_nice > 0)
             log("protection: more processes than cores on this host: the protection thread keeps the "
@@ -408,10 +357,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
             log(std::string("could not send the snapshot slot sizes to the hot spares: ") + e.what());
         }
     }
-    // A snapshot of device state waits (on the GPU) for the work enqueued so far.
-    if (state.has_device_buffers()) ring.protection->setup().copier->state_ready(device.stream());
-    ring.protection->start_snapshot(version, membership.epoch, std::move(scope));
-    ring.snapshot_version = version;
+    ring.snapshot(version);
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(membership.checkpoint));
     else checkpointer = std::make_unique<runtime::Checkpointer>(
              cfg, state.buffers(), checkpoint_identity(), std::move(membership.checkpoint),
@@ -584,11 +530,8 @@ void Runtime::Impl::checkpoint_and_leave() {
 }
 
 void Runtime::Impl::snapshot_if_due(std::int64_t version) {
-    if (!ring.protection || !interval.due(version)) return;
     // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
-    if (state.has_device_buffers()) ring.protection->setup().copier->state_ready(device.stream());
-    ring.protection->start_snapshot(version, membership.epoch);
-    ring.snapshot_version = version;
+    if (ring.protection && interval.due(version)) ring.snapshot(version);
 }
 
 void Runtime::Impl::choose_interval(std::int64_t version) {
