@@ -85,6 +85,7 @@ void JobCore::handle(const ft::records::FaultInjected& fault, Now, Effects&) { i
 void JobCore::handle(const ft::records::CheckpointPublished& c, Now, Effects& fx) { report_.on(c, fx); }
 void JobCore::handle(const ft::records::EndingJob& ending, Now now, Effects& fx) {
     incidents_.on(ending);
+    if (!old_pids_.count(ending.pid)) progress_.on(ending);
     const int code = ending.exit_code;
     if ((code != ft::kExitDeterministicError && code != ft::kExitPlatformMismatch) || old_pids_.count(ending.pid)) return;
     if (forced_ && forced_->observation.what == Observed::exit_code &&
@@ -101,7 +102,10 @@ void JobCore::handle(const ft::records::EndingJob& ending, Now now, Effects& fx)
     force_death({{Observed::exit_code, code}, who + ": " + ending.why, now.steady}, fx);
 }
 void JobCore::handle(const ft::records::MpiErrorSeen& error, Now, Effects&) { incidents_.on(error); }
-void JobCore::handle(const ft::records::SpareReleased& released, Now, Effects&) { incidents_.on(released); }
+void JobCore::handle(const ft::records::SpareReleased& released, Now, Effects&) {
+    incidents_.on(released);
+    if (!old_pids_.count(released.pid)) progress_.on(released);
+}
 
 void JobCore::handle(const ft::records::RoleFinished& finished, Now, Effects&) {
     if (!old_pids_.count(finished.pid)) progress_.on(finished);
@@ -541,6 +545,7 @@ Effects JobCore::summary(Now now) {
     end.warm_relaunches = restarts_.warm_used();
     end.cold_restarts = restarts_.cold_used();
     end.median_step_ms = progress_.median_step_ms();
+    end.steps_per_second = progress_.overall_steps_per_second();
     end.events_path = plan_.events_path.string();
     report_.summary(end, incidents_.all(), restarts_.costs(), job_start_, fx);
     return fx;

@@ -10,9 +10,13 @@ namespace flashrec::launcher {
 namespace {
 using std::chrono::milliseconds;
 constexpr auto kProgressEvery = std::chrono::seconds(1);
+// mpirun_lingered's "rule": why the launcher ended an mpirun whose ranks had all left.
+constexpr const char* kEndedAccountedFor = "every_process_accounted_for";
+constexpr const char* kEndedAfterGrace = "grace_expired";
 // Once every rank of an attempt said BYE or was lost, mpirun has kMpirunEndGrace (timeouts.hpp)
 // to exit by itself; then the launcher ends it (PRRTE was seen waiting 125 s and more on ranks
-// that were gone).
+// that were gone). An attempt that the ranks ended themselves (ending_job) gets no grace once
+// every process is accounted for: check_ranks_gone.
 
 bool in_step_loop(ft::wire::Phase p) {
     using ft::wire::Phase;
@@ -37,6 +41,7 @@ void JobProgress::new_attempt(SteadyTime start) {
     all_registered_ = in_loop_ = false;
     ranks_gone_since_.reset();
     finished_.clear();
+    last_records_.clear();
 }
 
 void JobProgress::on(const ft::records::Step& s, Now now) {
@@ -46,6 +51,8 @@ void JobProgress::on(const ft::records::Step& s, Now now) {
         progressed_ = true;
     }
     rate_window_.emplace_back(now.steady, s.step);
+    if (!first_step_seen_) first_step_seen_.emplace(now.steady, s.step);
+    last_step_seen_.emplace(now.steady, s.step);
     while (rate_window_.size() > 2 && now.steady - rate_window_.front().first > std::chrono::seconds(5))
         rate_window_.pop_front();
     last_progress_time_ = now.steady;
@@ -151,44 +158,66 @@ void JobProgress::check_startup(const std::map<std::string, const RankInfo*>& cu
 void JobProgress::check_ranks_gone(const JobView& job, Now now, Change& change, Effects& fx) {
     // A bounded end (issue 15, case 10): every process of this attempt that ever registered has
     // left (BYE) or was lost, and the roles were all there once; mpirun gets kMpirunEndGrace.
+    // Not so when the ranks ended the attempt themselves (an ending_job record: a job death) and
+    // every process is accounted for: it sent its last record before its connection closed, or
+    // it is a process of this host that is gone. Then nothing is left for mpirun to wait for
+    // (issue 46: a warm relaunch waited out the grace). A finished job keeps the grace: mpirun's
+    // own exit forwards the ranks' last output, which is then the user's result.
     if (!all_registered_ || job.phase != JobPhase::running) return;
-    bool any = false, all_gone = true;
+    bool any = false, all_gone = true, all_accounted = true, ended_by_ranks = false;
     for (const auto& r : job.ranks) {
         if (r.registered_at < attempt_start_) continue;
         any = true;
         if (r.status == RankStatus::active) all_gone = false;
         // A lost connection is not a dead process: where the process can be seen, it must be gone.
         if (r.status == RankStatus::lost && job.alive_here(r.hostname, r.pid)) all_gone = false;
+        const auto record = last_records_.find(r.pid);
+        if (record != last_records_.end()) ended_by_ranks |= record->second == LastRecord::ending_job;
+        // pids_to_watch covers every process of this host whose connection closed.
+        else if (r.hostname != job.local_host || job.alive_here(r.hostname, r.pid)) all_accounted = false;
     }
     if (!any || !all_gone) {
         ranks_gone_since_.reset();
         return;
     }
     if (!ranks_gone_since_) ranks_gone_since_ = now.steady;
-    if (now.steady - *ranks_gone_since_ < kMpirunEndGrace) return;
+    const bool nothing_to_wait_for = all_accounted && ended_by_ranks;
+    if (!nothing_to_wait_for && now.steady - *ranks_gone_since_ < kMpirunEndGrace) return;
     change.mpirun_lingers = true;
+    const auto grace = nothing_to_wait_for ? milliseconds(0) : kMpirunEndGrace;
     log(fx, "mpirun_lingered", {{"attempt", job.attempt.index},
                                 {"pid", job.attempt.pid},
-                                {"grace_ms", kMpirunEndGrace.count()},
+                                {"rule", nothing_to_wait_for ? kEndedAccountedFor : kEndedAfterGrace},
+                                {"grace_ms", grace.count()},
                                 {"since_last_rank_ms", round3(ms_between(*ranks_gone_since_, now.steady))}});
-    say(fx, "every rank has left, but mpirun (pid " + std::to_string(job.attempt.pid) + ") did not exit within " +
-                human_ms(static_cast<double>(kMpirunEndGrace.count())) + "; ending it");
+    if (nothing_to_wait_for)
+        say(fx, "every process of the attempt sent its last record and left, or is gone; ending mpirun (pid " +
+                    std::to_string(job.attempt.pid) + "), which has nothing left to wait for");
+    else
+        say(fx, "every rank has left, but mpirun (pid " + std::to_string(job.attempt.pid) + ") did not exit within " +
+                    human_ms(static_cast<double>(kMpirunEndGrace.count())) + "; ending it");
 }
 
 double JobProgress::step_seconds() const {
     if (rate_window_.size() < 2) return 0;
     const double dt = ms_between(rate_window_.front().first, rate_window_.back().first) / 1000;
     const auto ds = rate_window_.back().second - rate_window_.front().second;
-    return dt >= 0.25 && ds > 0 ? dt / static_cast<double>(ds) : 0;
+    return dt > 0 && ds > 0 ? dt / static_cast<double>(ds) : 0;
 }
 
 std::string JobProgress::rate_text() const {
-    // Step records arrive in batches: a rate needs a window of some length to mean anything.
     const double seconds = step_seconds();
     if (seconds <= 0) return "-";
     char rate[32];
     std::snprintf(rate, sizeof rate, "%.1f", 1.0 / seconds);
     return rate;
+}
+
+double JobProgress::overall_steps_per_second() const {
+    if (!first_step_seen_ || !last_step_seen_) return 0;
+    const double dt = ms_between(first_step_seen_->first, last_step_seen_->first) / 1000;
+    const auto ds = last_step_seen_->second - first_step_seen_->second;
+    return dt > 0 && ds > 0 ? static_cast<double>(ds) / dt : 0;
 }
 
 double JobProgress::median_step_ms() const {

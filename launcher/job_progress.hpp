@@ -27,7 +27,12 @@ public:
 
     void new_attempt(SteadyTime start);
     void on(const ft::records::Step& step, Now now);
-    void on(const ft::records::RoleFinished& finished) { finished_[finished.role] = finished.steps; }
+    void on(const ft::records::RoleFinished& finished) {
+        finished_[finished.role] = finished.steps;
+        last_records_[finished.pid] = LastRecord::role_finished;
+    }
+    void on(const ft::records::EndingJob& ending) { last_records_[ending.pid] = LastRecord::ending_job; }
+    void on(const ft::records::SpareReleased& released) { last_records_[released.pid] = LastRecord::spare_released; }
 
     // The finish rule: every active role of this attempt sent role_finished with steps == job.steps
     // (docs/launcher.md, "When the job is finished"). Nothing else counts: not mpirun's status,
@@ -40,7 +45,7 @@ public:
         bool in_loop = false;         // ... and is in its step loop, just now
         std::optional<ForcedDeath> stalled;  // no role's step tag moved for the stall limit, or the
                                              // active roles did not all register within the startup limit
-        bool mpirun_lingers = false;         // every rank left long ago, mpirun did not exit
+        bool mpirun_lingers = false;         // every rank left, and mpirun has nothing left to wait for
     };
     // The controller's view while mpirun runs.
     Change observe(const std::map<std::string, const RankInfo*>& current, const JobView& job, Now now, Effects& fx);
@@ -54,6 +59,9 @@ public:
     // Mean step time over the last few seconds (0 when unknown), and steps per second as text.
     double step_seconds() const;
     std::string rate_text() const;
+    // Steps per second from the job's first step record to its last (recoveries and relaunches
+    // included; 0 before two records with distinct times).
+    double overall_steps_per_second() const;
     double median_step_ms() const;  // from the step rate (the leader's job_stats is better)
     // The progress line, when one is due (`force`: at the end, if the step changed).
     std::optional<std::string> progress_line(bool force, Now now, int spares, const std::string& last_recovery);
@@ -78,6 +86,11 @@ private:
     bool in_loop_ = false;
     std::optional<SteadyTime> ranks_gone_since_;  // every rank of the attempt said BYE or was lost
     std::map<std::string, std::int64_t> finished_;  // role -> steps of its role_finished (this attempt)
+    // A process's last record before it leaves (this attempt): once every process of the attempt
+    // sent one and closed its connection, or is known dead, nothing is left for mpirun to wait for.
+    enum class LastRecord : std::uint8_t { role_finished, ending_job, spare_released };
+    std::map<std::int32_t, LastRecord> last_records_;  // pid -> its last record
+    std::optional<std::pair<SteadyTime, std::int64_t>> first_step_seen_, last_step_seen_;  // the whole job's
     SteadyTime last_print_{};
     std::int64_t last_printed_step_ = -2;
 };

@@ -142,6 +142,7 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
                         {"wall_s", round3(end.wall_ms / 1000)},
                         {"steps_completed", end.steps_completed},
                         {"steps", end.steps},
+                        {"steps_per_s", round3(end.steps_per_second)},
                         {"failures", incidents.size()},
                         {"incidents", listed},
                         {"replacements_in_job", t.in_job},
@@ -178,8 +179,10 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
     }
 
     say(fx, "------------------------------------------------------------------");
+    char rate[64] = "";
+    if (end.steps_per_second > 0) std::snprintf(rate, sizeof rate, ", %.1f steps/s", end.steps_per_second);
     say(fx, "job " + end.job_name + ": " + end.outcome + ", " + std::to_string(end.steps_completed) + "/" +
-                std::to_string(end.steps) + " steps in " + human_ms(end.wall_ms) + " (exit code " +
+                std::to_string(end.steps) + " steps in " + human_ms(end.wall_ms) + rate + " (exit code " +
                 std::to_string(end.exit_code) + ")");
     if (!end.message.empty()) say(fx, "  " + end.message);
     say(fx, "failures        " + std::to_string(incidents.size()));

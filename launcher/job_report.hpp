@@ -51,6 +51,7 @@ struct JobEnding {
     std::int64_t steps_completed = 0, steps = 0;
     int warm_relaunches = 0, cold_restarts = 0;
     double median_step_ms = 0;  // from the step rate, when the leader sent no job_stats
+    double steps_per_second = 0;  // from the first step record to the last (0: fewer than two)
     std::string events_path;
 };
 

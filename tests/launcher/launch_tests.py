@@ -17,6 +17,8 @@ Scenarios:
                     ends it within its grace period; the job counts as finished
   flood             a connection flood (idle, garbage, oversize, wrong token) for 8 s while the job
                     runs and a rank is killed: same checksum, no healthy rank lost
+  state-lost-mpirun-lingers  the same under a FAKE mpirun that stays alive after its ranks: the
+                    launcher ends it as soon as every process sent its last record or is gone
   state-on-live-nodes  dp0 and dp2 (each other's ring holders) die in one step: in-job recovery
                     ends 76, the launcher warm-relaunches from the dead processes' node-local
                     segments before HDF5; same checksum
@@ -27,6 +29,7 @@ Every scenario also checks that the job's /dev/shm segments are gone afterwards.
 success, FAIL lines otherwise.
 """
 import argparse
+import json
 import os
 import random
 import re
@@ -451,6 +454,41 @@ def scenario_state_on_live_nodes(a):
               f"{rel[0].get('steps_replayed')} step(s) replayed, outcome {rel[0].get('outcome')}", flush=True)
 
 
+def scenario_state_lost_mpirun_lingers(a):
+    """Issue 46 (1): the state-on-live-nodes job (the ranks end the attempt with 76 for a warm
+    relaunch), under a FAKE mpirun: a stand-in that runs the real one and then stays alive, as
+    PRRTE's mpirun sometimes does after all its ranks ended at once. Every process sent its
+    ending_job record or is gone, so the launcher must end the stand-in at once (rule
+    every_process_accounted_for), not after the 10 s grace; the relaunch runs the real mpirun."""
+    job = job_name(a.config)
+    ref = reference_checksum(a)
+    ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
+    stand_in = os.path.join(a.workdir, "lingering-mpirun")
+    # Only the first attempt (the one with the faults) lingers: the launcher also runs the
+    # wrapper to read its flags, and the relaunch must run the real mpirun.
+    with open(stand_in, "w") as f:
+        f.write(f"#!/bin/sh\n# FAKE mpirun for launch_tests.py state-lost-mpirun-lingers: the attempt with the faults "
+                f"outlives its ranks.\ncase \" $* \" in\n  *\" --fault \"*) '{a.mpirun}' \"$@\"; exec sleep 300 ;;\n"
+                f"  *) exec '{a.mpirun}' \"$@\" ;;\nesac\n")
+    os.chmod(stand_in, 0o755)
+    print("running:", a.launcher, a.config, "with FLASHREC_MPIRUN =", stand_in, flush=True)
+    run = frlib.launch(a.launcher, a.config, ev_path, timeout=200, env={"FLASHREC_MPIRUN": stand_in},
+                       faults=["role=0:step=150:phase=forward:action=kill", "role=1:step=150:phase=forward:action=kill",
+                               "role=2:step=150:phase=forward:action=kill"])
+    sys.stdout.write(run.output)
+    check(not run.hung, "flashrec-launch did not end within 200 s")
+    check(not run.left_behind, "flashrec-launch left processes behind")
+    ev = frlib.read_events(ev_path)
+    common_end(a, job, run.exit_code, run.output, ev, 0, ref)
+    lingered = [e for e in ev if e["event"] == "mpirun_lingered"]
+    if check(len(lingered) == 1, f"expected one mpirun_lingered record (the first attempt's), got {lingered}"):
+        check(lingered[0].get("attempt") == 1 and lingered[0].get("rule") == "every_process_accounted_for" and
+              lingered[0].get("grace_ms") == 0, f"the lingering mpirun was not ended at once: {lingered[0]}")
+    rel = [e for e in ev if e["event"] == "warm_relaunch"]
+    if check(len(rel) == 1, f"expected one warm_relaunch record, got {len(rel)}"):
+        print(f"warm relaunch: {json.dumps(rel[0])}", flush=True)
+
+
 def scenario_spares_exhausted(a):
     job = job_name(a.config)
     ev_path = os.path.join(a.workdir, f"{job}.events.jsonl")
@@ -513,7 +551,8 @@ def scenario_hdf5_restart(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=["hang", "warm-relaunch", "warm-relaunch-platform", "hostile", "spares-exhausted", "hdf5-restart",
-                                         "mpirun-lingers", "flood", "state-on-live-nodes"])
+                                         "mpirun-lingers", "flood", "state-on-live-nodes",
+                                         "state-lost-mpirun-lingers"])
     ap.add_argument("--launcher", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--trainer", required=True)
@@ -525,7 +564,8 @@ def main():
     {"hang": scenario_hang, "warm-relaunch": scenario_warm_relaunch,
      "warm-relaunch-platform": scenario_warm_relaunch_platform, "hostile": scenario_hostile,
      "spares-exhausted": scenario_spares_exhausted, "hdf5-restart": scenario_hdf5_restart,
-     "mpirun-lingers": scenario_mpirun_lingers, "flood": scenario_flood,
+     "mpirun-lingers": scenario_mpirun_lingers,
+     "state-lost-mpirun-lingers": scenario_state_lost_mpirun_lingers, "flood": scenario_flood,
      "state-on-live-nodes": scenario_state_on_live_nodes}[a.scenario](a)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed", flush=True)

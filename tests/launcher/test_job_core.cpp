@@ -768,6 +768,78 @@ TEST_CASE("incident: mpirun lingering 10 s after every rank left is ended") {
     CHECK(h.core->phase() == JobPhase::ending);
 }
 
+// Issue 46, 1: every rank's ending_job was acknowledged and every connection closed within
+// 13 ms, then the warm relaunch waited out mpirun's 10 s grace (PRRTE's lingering mpirun).
+TEST_CASE("incident: an attempt the ranks ended, every process accounted for: mpirun is ended at once") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    for (const auto& r : h.ranks) h.feed(records::EndingJob{flashrec::ft::kExitStateLost, r.pid, "state lost"});
+    h.ranks_exit();
+    h.tick();
+    const auto lingered = h.logged("mpirun_lingered");
+    REQUIRE(lingered.size() == 1);
+    CHECK(lingered[0]["rule"] == "every_process_accounted_for");
+    CHECK(lingered[0]["grace_ms"] == 0);
+    REQUIRE(h.asked<SignalJob>().size() == 1);
+    CHECK(h.asked<SignalJob>()[0].signo == SIGKILL);
+    CHECK(h.core->phase() == JobPhase::ending);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    CHECK(h.asked<StartAttempt>().size() == 2);  // the warm relaunch the ranks asked for
+    CHECK(h.failures("exit_code").size() == 1);
+}
+
+TEST_CASE("incident: one process of the attempt left without its last record and lives on: mpirun keeps its grace") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    for (const auto& r : h.ranks)
+        if (r.role != kRoles[1]) h.feed(records::EndingJob{flashrec::ft::kExitStateLost, r.pid, "state lost"});
+    h.ranks_exit();
+    h.dead.erase(h.of(kRoles[1]).pid);  // said BYE, but its process is still there
+    h.run_for(milliseconds(9900));
+    CHECK(h.logged("mpirun_lingered").empty());
+    CHECK(h.asked<SignalJob>().empty());
+    h.run_for(milliseconds(200));
+    const auto lingered = h.logged("mpirun_lingered");
+    REQUIRE(lingered.size() == 1);
+    CHECK(lingered[0]["rule"] == "grace_expired");
+    CHECK(lingered[0]["grace_ms"] == 10000);
+}
+
+TEST_CASE("incident: a finished attempt keeps mpirun's grace (its exit forwards the ranks' last output)") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, h.plan.cfg.job.steps);
+    h.all_finished();
+    h.ranks_exit();
+    h.run_for(milliseconds(500));
+    CHECK(h.asked<SignalJob>().empty());
+    h.mpirun_exits(exited(0));
+    h.tick();
+    CHECK(h.core->outcome().name == "finished");
+}
+
+// Issue 46, 3: a 60-step job of 236 ms printed "- steps/s" at the end.
+TEST_CASE("report: a short job's progress line and summary show its rate") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, h.plan.cfg.job.steps);  // 50 steps, 5 ms apart: 49 steps in 245 ms
+    records::JobStats stats;
+    stats.steps = h.plan.cfg.job.steps;
+    h.finish_with(stats);
+    CHECK(h.said("step 50/50  loss 1  200.0 steps/s"));
+    CHECK(h.said(", 200.0 steps/s (exit code 0)"));
+    const auto end = h.logged("job_end");
+    REQUIRE(end.size() == 1);
+    CHECK(end[0]["steps_per_s"] == doctest::Approx(200.0));
+}
+
 // ------------------------------------------------------------------------------------------
 // scenarios across parts
 
