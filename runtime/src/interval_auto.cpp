@@ -16,8 +16,12 @@ void IntervalAuto::resumed_at(std::int64_t step) {
     resumed_at_ = step;
 }
 
-void IntervalAuto::note_step_time(std::int64_t index, double ms, bool snapshotted) {
-    if (index == resumed_at_) return;
+void IntervalAuto::step_ended(std::int64_t index, bool protected_, bool snapshotted) {
+    const auto now = std::chrono::steady_clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(now - step_start_).count();
+    step_ms_.push_back(ms);
+    step_start_ = now;
+    if (!protected_ || index == resumed_at_) return;
     (snapshotted ? protected_ms_ : unprotected_ms_).push_back(ms);
 }
 

@@ -1,7 +1,9 @@
 // protection.every = auto as the step loop runs it: the k in use, the same on every active role,
-// and the step-time samples it is chosen from. The choice itself is interval_choice.hpp's (pure);
-// this part keeps its state between choices. A part of Runtime::Impl (runtime_impl.hpp).
+// and the step times it is chosen from (kept for job_stats and the recovery record too). The
+// choice itself is interval_choice.hpp's (pure); this part keeps its state between choices. A
+// part of Runtime::Impl (runtime_impl.hpp).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -25,9 +27,16 @@ public:
     // The k in use when the last repair began (its recovery record says it).
     std::int64_t every_before_resume() const { return p_.every_auto() ? before_resume_ : p_.every; }
 
-    // The step `index` took `ms`, with a snapshot of its starting version or without; the first
-    // step after a resume carries its set-up and is no sample.
-    void note_step_time(std::int64_t index, double ms, bool snapshotted);
+    // The step clock: a step begins now (loop_start, after a rewind).
+    void step_begins() { step_start_ = std::chrono::steady_clock::now(); }
+    // Step `index` ended now, and the next begins. `protected_`: protection runs; `snapshotted`:
+    // the step waited for the snapshot of its starting version. The first step after a resume
+    // carries its set-up and is no sample of either kind.
+    void step_ended(std::int64_t index, bool protected_, bool snapshotted);
+    // The sync point of a snapshotted step waited `ms` for its snapshot (the exposed overhead).
+    void waited_for_snapshot(double ms) { exposed_wait_ms_.push_back(ms); }
+    const std::vector<double>& step_ms() const { return step_ms_; }  // every completed step's
+    const std::vector<double>& exposed_wait_ms() const { return exposed_wait_ms_; }
     const std::vector<double>& protected_ms() const { return protected_ms_; }
     const std::vector<double>& unprotected_ms() const { return unprotected_ms_; }
 
@@ -47,6 +56,9 @@ private:
     std::int64_t resumed_at_ = -1;
     std::int64_t before_resume_ = 1;
     bool reported_ = false;  // the first measured choice since the resume was recorded (kept or not)
+    std::chrono::steady_clock::time_point step_start_;
+    std::vector<double> step_ms_, exposed_wait_ms_;
+    // Steps that snapshotted their starting version and steps that did not: what auto chooses from.
     std::vector<double> protected_ms_, unprotected_ms_;
 };
 

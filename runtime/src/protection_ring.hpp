@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +82,9 @@ public:
     // point waits for it.
     std::int64_t snapshot_version = -1;
     std::vector<int> held_roles;  // whose payloads this process keeps (for recovery reports)
+    // Versions of its segments that failed verification in a warm relaunch (segment key ->
+    // versions): left out of this process's reports from then on.
+    std::map<std::string, std::set<std::int64_t>> rejected_versions;
     bool fresh_snapshots = true;  // first protection start of a new job: drop stale segments
     int blanks_taken_before_repair = 0;  // stores->blanks_taken() when the last repair began
     // The snapshot stores of this process, kept mapped across repairs (docs/snapshots.md).

@@ -110,8 +110,8 @@ recovery::Report Runtime::Impl::report() const {
     }
     r.shm_need = static_cast<std::int64_t>(ring.stores->store_bytes());
     auto rejected_in = [&](const std::string& key) {
-        const auto it = rejected_versions.find(key);
-        return it == rejected_versions.end() ? std::set<std::int64_t>{} : it->second;
+        const auto it = ring.rejected_versions.find(key);
+        return it == ring.rejected_versions.end() ? std::set<std::int64_t>{} : it->second;
     };
     r.own = recovery::committed_versions(cfg.job.name, ring.own_segment(), rejected_in(ring.own_segment()));
     for (int owner : ring.held_roles) {
@@ -372,8 +372,8 @@ void Runtime::Impl::emit_recovery_record() {
                                 {"slots_made_ahead", ring.stores->blanks_taken() - ring.blanks_taken_before_repair},
                                 {"noticed_unix_us", done.noticed_unix_us},
                                 {"in_loop_unix_us", done.in_loop_unix_us},
-                                {"steps_run", stats.step_ms.size()},
-                                {"median_step_ms", runtime::median(stats.step_ms)}};
+                                {"steps_run", interval.step_ms().size()},
+                                {"median_step_ms", runtime::median(interval.step_ms())}};
     std::vector<std::string> gathered;
     guarded([&] { gathered = ft::allgather_strings(membership.work, own.dump()); });
     timeline.noticed_unix_us = 0;  // the next failure's notice starts the next timeline
@@ -553,7 +553,7 @@ std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
             problem = e.what();
         }
         if (problem.empty()) continue;
-        rejected_versions[key].insert(plan.version);
+        ring.rejected_versions[key].insert(plan.version);
         const std::string line = what + ", version " + std::to_string(plan.version) +
                                  " on node " + self.node_name + ", failed verification (" + problem + ")";
         log("warm relaunch: " + line + "; not using it, planning again without it");

@@ -372,7 +372,7 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
                                    const ft::SnapshotTiming& totals, std::size_t snapshots) {
     using runtime::median;
     double waited = 0;
-    for (double w : stats.exposed_wait_ms) waited += w;
+    for (double w : interval.exposed_wait_ms()) waited += w;
     const auto per = [&](double sum) { return snapshots ? sum / static_cast<double>(snapshots) : 0.0; };
     const auto rate = [](std::size_t bytes, double seconds) {
         return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
@@ -384,9 +384,9 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     for (const auto& b : state.buffers()) state_bytes += b.bytes;
     ft::records::JobStats r;
     r.role = topology::role_key(coord());
-    r.steps = static_cast<std::int64_t>(stats.step_ms.size());
-    r.median_step_ms = median(stats.step_ms);
-    r.median_exposed_wait_ms = median(stats.exposed_wait_ms);
+    r.steps = static_cast<std::int64_t>(interval.step_ms().size());
+    r.median_step_ms = median(interval.step_ms());
+    r.median_exposed_wait_ms = median(interval.exposed_wait_ms());
     r.total_exposed_wait_ms = waited;
     r.protection = cfg.protection.enabled;
     r.state_bytes = static_cast<std::int64_t>(state_bytes);
@@ -416,10 +416,10 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     r.protection_auto = cfg.protection.every_auto();
     if (!interval.protected_ms().empty()) r.protected_step_ms = median(interval.protected_ms());
     if (!interval.unprotected_ms().empty()) r.unprotected_step_ms = median(interval.unprotected_ms());
-    if (stats.step_ms.size() > 1) {
+    if (interval.step_ms().size() > 1) {
         double sum = 0;
-        for (std::size_t i = 1; i < stats.step_ms.size(); ++i) sum += stats.step_ms[i];
-        r.mean_step_ms = sum / static_cast<double>(stats.step_ms.size() - 1);
+        for (std::size_t i = 1; i < interval.step_ms().size(); ++i) sum += interval.step_ms()[i];
+        r.mean_step_ms = sum / static_cast<double>(interval.step_ms().size() - 1);
     }
     launcher.emit(r.to_json());
 }
@@ -946,7 +946,7 @@ std::int64_t Runtime::loop_start() {
         im.arm_replay_probe(0);
     }
     im.enter(Phase::forward, im.step);
-    im.stats.step_start = Clock::now();
+    im.interval.step_begins();
     return im.step;
 }
 
@@ -954,11 +954,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     auto& im = *impl_;
     if (!im.abandoned) {
         if (im.last_recovery) im.emit_recovery_record();  // the first step after a repair is done
-        const auto now = Clock::now();
-        const double ms = std::chrono::duration<double, std::milli>(now - im.stats.step_start).count();
-        im.stats.step_ms.push_back(ms);
-        if (im.ring.protection) im.interval.note_step_time(index, ms, im.ring.snapshot_version == index);
-        im.stats.step_start = now;
+        im.interval.step_ended(index, im.ring.protection != nullptr, im.ring.snapshot_version == index);
         im.step = index + 1;
         if (im.step >= im.cfg.job.steps) {
             im.finish_loop();
@@ -969,7 +965,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
                 im.snapshot_if_due(im.step);
                 if (runtime::probe_rewinds_at(im.replay.probe(), im.step, im.ring.snapshotted(im.step))) {
                     im.rewind_for_replay_probe();
-                    im.stats.step_start = Clock::now();
+                    im.interval.step_begins();
                 }
             }
             if (!im.abandoned) {

@@ -106,7 +106,6 @@ struct Runtime::Impl {
     // The repair that gave this process a dead role (a hot spare or a spawned one), until
     // loop_start receives the role's state as its plan says (receive_state).
     std::optional<recovery::Plan> takeover;
-    std::map<std::string, std::set<std::int64_t>> rejected_versions;  // segment key -> versions (warm relaunch)
 
     // --- the parts that own their state (a file each) --------------------------------------------
     runtime::ProtectionRing ring{cfg.job.name, self.node_name, shape, membership};
@@ -144,12 +143,6 @@ struct Runtime::Impl {
         bool finished = false;
         std::uint64_t final_checksum = 0;  // own_state_checksum() at the loop's end
     } loop;
-    // What the job-end summary reports (DP rank 0 prints it as a "job_stats" event).
-    struct {
-        std::vector<double> step_ms;          // wall time of each completed step
-        std::vector<double> exposed_wait_ms;  // sync-point wait for the previous snapshot, per step
-        std::chrono::steady_clock::time_point step_start;
-    } stats;
     struct {
         std::vector<float> dp;  // reduce_scatter's receive area, reused across steps
         std::vector<float> tp;  // tp_allreduce: every TP peer's contribution
@@ -263,7 +256,7 @@ struct Runtime::Impl {
     ResumePoint warm_restore();  // tier 2, from loop_start
     // Warm relaunch: reads every byte of the copies this process would restore or send for
     // plan.version; each that fails is logged, reported as an event and left out of the next
-    // report (rejected_versions). Returns what failed ("" if all verified).
+    // report (ring.rejected_versions). Returns what failed ("" if all verified).
     std::string verify_restore_sources(const recovery::Plan& plan);
     void emit_recovery_record();
     [[noreturn]] void end_job(const std::string& why, int exit_code);

@@ -258,7 +258,7 @@ bool Step::begin_update() {
     const bool snapshotted = im.ring.protection && im.ring.snapshot_version == index_;
     im.guarded([&] {
         if (!im.ring.protection) return;
-        if (snapshotted) im.stats.exposed_wait_ms.push_back(im.ring.protection->wait() * 1e3);
+        if (snapshotted) im.interval.waited_for_snapshot(im.ring.protection->wait() * 1e3);
         im.quarantine.clean_step();  // transfers of an aborted epoch end a few steps later
     });
     const bool exact = !(snapshotted && !im.abandoned) || im.replay.check_replayed(index_, topology::role_key(im.coord()));
