@@ -15,6 +15,9 @@ if(FLASHREC_WITH_CUDA)
   list(TRANSFORM FLASHREC_GPU_API_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/gpu/include/flashrec/gpu/
        OUTPUT_VARIABLE _flashrec_gpu_header_paths)
   install(FILES ${_flashrec_gpu_header_paths} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashrec/gpu)
+  if(FLASHREC_NCCL_ROOT)  # the pinned NCCL's header (cuda_check.hpp includes it)
+    install(FILES ${FLASHREC_NCCL_INCLUDE}/nccl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashrec/nccl)
+  endif()
 endif()
 
 # The MPI this build used, with symlinks resolved: the installed package names it, not the

@@ -53,6 +53,7 @@ json job_start_record(const Plan& plan, bool resume, const std::string& run_id) 
             {"config", plan.config_path.string()},
             {"program", plan.program.string()},
             {"launcher_version", flashrec::version()},
+            {"nccl_version", built_nccl_version()},
             {"launcher_pid", ::getpid()},
             {"host", plan.local_host},
             {"resume", resume},

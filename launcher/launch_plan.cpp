@@ -322,6 +322,8 @@ std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::st
     }
 }
 
+const char* built_nccl_version() { return FLASHREC_BUILT_NCCL; }
+
 std::string mpirun_wrapper() {
     if (const char* env = std::getenv(ft::env::kMpirun); env && *env) return env;
     // An installed launcher has the installed wrapper beside it (cmake/FlashrecInstall.cmake);
@@ -552,6 +554,8 @@ void print_dry_run(const Plan& plan, bool resume, std::ostream& out) {
                                               " ms, timeout " + std::to_string(cfg.mpi.detector_timeout_ms) + " ms"
                                         : ", exits reported by PRRTE's notices (mpi.detector off)")
         << " (mpi.transport; " << ft::env::kTransport << " overrides; the mpirun flags above)\n";
+    out << "NCCL           " << (*built_nccl_version() ? built_nccl_version() : "none (built without CUDA)")
+        << " (the version this flashrec was built against; docs/gpu.md, \"Which NCCL\")\n";
     out << "control plane  " << cfg.detection.bind << ":" << cfg.detection.port << ", heartbeat "
         << cfg.detection.heartbeat_ms << " ms, hang timeout " << cfg.detection.hang_timeout_ms << " ms\n";
     out << "metrics        "

@@ -110,6 +110,10 @@ std::optional<std::int64_t> newest_checkpoint(const config::Config& cfg, std::st
 // flashrec::ConfigError ("file:line: field problem") or slurm::SlurmError (too few nodes, ...).
 Plan make_plan(const PlanRequest& request);
 
+// The NCCL version this flashrec was built against ("2.32.3"; "" without CUDA): --dry-run and the
+// job's first record name it.
+const char* built_nccl_version();
+
 // The mpirun wrapper: $FLASHREC_MPIRUN, else fr-mpirun beside this executable (an installed
 // launcher), else the source tree's tools/fr-mpirun this build was configured with.
 std::string mpirun_wrapper();

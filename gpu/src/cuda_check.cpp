@@ -67,7 +67,9 @@ std::string cuda_error_name(cudaError_t code) {
 }
 
 const char* nccl_result_name(ncclResult_t result) {
-    switch (result) {
+    // ncclTimeout (8) arrived after 2.28; the CUDA install's older header does not have it.
+    if (static_cast<int>(result) == 8 && static_cast<int>(ncclNumResults) > 8) return "ncclTimeout";
+    switch (static_cast<int>(result)) {
         case ncclSuccess: return "ncclSuccess";
         case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
         case ncclSystemError: return "ncclSystemError";
@@ -76,7 +78,7 @@ const char* nccl_result_name(ncclResult_t result) {
         case ncclInvalidUsage: return "ncclInvalidUsage";
         case ncclRemoteError: return "ncclRemoteError";
         case ncclInProgress: return "ncclInProgress";
-        case ncclNumResults: break;
+        default: break;
     }
     return "ncclResult(unknown)";
 }

@@ -43,9 +43,15 @@ NcclError::Cause cause_of(AbortPoller::Verdict verdict) {
 }
 
 // ncclCommRevoke (2.28.7) and ncclCommShrink (2.27), found in the NCCL this process loaded.
+// ncclCommGrow and ncclCommGetUniqueId (2.29.2) likewise, typed here so that a build against
+// an older nccl.h (the CUDA install's 2.28: FLASHREC_NCCL_ROOT empty) compiles too.
+using GrowCall = ncclResult_t (*)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*);
+using GrowIdCall = ncclResult_t (*)(ncclComm_t, ncclUniqueId*);
 struct RepairCalls {
     decltype(&ncclCommRevoke) revoke = nullptr;
     decltype(&ncclCommShrink) shrink = nullptr;
+    GrowCall grow = nullptr;
+    GrowIdCall grow_id = nullptr;
 };
 
 const RepairCalls& repair_calls() noexcept {
@@ -53,6 +59,8 @@ const RepairCalls& repair_calls() noexcept {
         RepairCalls c;
         c.revoke = reinterpret_cast<decltype(&ncclCommRevoke)>(dlsym(RTLD_DEFAULT, "ncclCommRevoke"));
         c.shrink = reinterpret_cast<decltype(&ncclCommShrink)>(dlsym(RTLD_DEFAULT, "ncclCommShrink"));
+        c.grow = reinterpret_cast<GrowCall>(dlsym(RTLD_DEFAULT, "ncclCommGrow"));
+        c.grow_id = reinterpret_cast<GrowIdCall>(dlsym(RTLD_DEFAULT, "ncclCommGetUniqueId"));
         return c;
     }();
     return calls;
@@ -470,6 +478,112 @@ NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
     FLASHREC_NCCL_CHECK(ncclCommUserRank(c.comm_, &c.rank_));
     FLASHREC_NCCL_CHECK(ncclCommCount(c.comm_, &c.size_));
     abort();  // the parent, released the way NCCL asks after a failure
+    return c;
+}
+
+ft::NcclAbilities NcclComm::abilities() noexcept {
+    ft::NcclAbilities a;
+    int version = 0;
+    if (ncclGetVersion(&version) == ncclSuccess) a.version = version;
+    const RepairCalls& calls = repair_calls();
+    a.shrink = can_shrink();
+    a.grow = calls.grow != nullptr && calls.grow_id != nullptr && a.version >= ft::kNcclGrowSince;
+    return a;
+}
+
+ncclUniqueId NcclComm::grow_id() {
+    if (!valid() || !abilities().grow)
+        throw NcclError(ncclInvalidUsage, NcclError::Cause::call_failed, "ncclCommGetUniqueId", short_file(__FILE__),
+                        __LINE__, ft::world_rank(), "communicator '" + name_ + "' cannot be grown (aborted, or no ncclCommGrow)");
+    DeviceGuard guard(device_);
+    ncclUniqueId id{};
+    const ncclResult_t rc = repair_calls().grow_id(comm_, &id);
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+        const char* last = ncclGetLastError(comm_);
+        throw NcclError(rc, NcclError::Cause::call_failed, "ncclCommGetUniqueId", short_file(__FILE__), __LINE__,
+                        ft::world_rank(), last != nullptr ? last : "");
+    }
+    wait_settled("ncclCommGetUniqueId", {}, __FILE__, __LINE__);
+    return id;
+}
+
+namespace {
+// The grown communicator's config: non-blocking, named like its parent.
+ncclConfig_t grow_config(const std::string& name) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    config.commName = name.c_str();
+    return config;
+}
+}  // namespace
+
+NcclComm NcclComm::grow(int nranks, const ncclUniqueId* id, NcclOptions options) {
+    if (!valid() || !abilities().grow)
+        throw NcclError(ncclInvalidUsage, NcclError::Cause::call_failed, "ncclCommGrow", short_file(__FILE__), __LINE__,
+                        ft::world_rank(), "communicator '" + name_ + "' cannot be grown (aborted, or no ncclCommGrow)");
+    if (nranks < size_)
+        throw Error("NcclComm::grow of '" + name_ + "': to " + std::to_string(nranks) + " ranks from " +
+                    std::to_string(size_));
+    DeviceGuard guard(device_);
+    NcclComm c;
+    c.name_ = name_;
+    c.options_ = std::move(options);
+    c.device_ = device_;
+    c.done_ = Event::create(cudaEventDisableTiming);
+    c.nccl_name_ = std::make_unique<const std::string>(name_);
+    ncclConfig_t config = grow_config(*c.nccl_name_);
+    ncclComm_t handle = nullptr;
+    const ncclResult_t rc = repair_calls().grow(comm_, nranks, id, -1, &handle, &config);
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+        const char* last = ncclGetLastError(comm_);
+        abort();
+        throw NcclError(rc, NcclError::Cause::call_failed, "ncclCommGrow", short_file(__FILE__), __LINE__,
+                        ft::world_rank(), last != nullptr ? last : "");
+    }
+    c.comm_ = handle;
+    try {
+        c.wait_settled("ncclCommGrow", {}, __FILE__, __LINE__);
+    } catch (...) {
+        abort();
+        throw;
+    }
+    FLASHREC_NCCL_CHECK(ncclCommUserRank(c.comm_, &c.rank_));
+    FLASHREC_NCCL_CHECK(ncclCommCount(c.comm_, &c.size_));
+    // The parent: healthy, but no longer used. Its release runs beside the job and is joined
+    // when the grown communicator goes, not now (this object is usually a temporary).
+    release_in_background();
+    c.releasing_ = std::move(releasing_);
+    return c;
+}
+
+NcclComm NcclComm::join_grow(const ncclUniqueId& id, int nranks, int rank, const std::string& name,
+                             NcclOptions options) {
+    if (!abilities().grow)
+        throw NcclError(ncclInvalidUsage, NcclError::Cause::call_failed, "ncclCommGrow", short_file(__FILE__), __LINE__,
+                        ft::world_rank(), "the NCCL loaded has no ncclCommGrow");
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        throw Error("NcclComm '" + name + "': rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+                    " is not a valid rank to join");
+    prepare_nccl_for_shared_device();
+    NcclComm c;
+    c.name_ = name;
+    c.options_ = std::move(options);
+    c.device_ = c.options_.device >= 0 ? c.options_.device : current_device();
+    DeviceGuard guard(c.device_);
+    c.done_ = Event::create(cudaEventDisableTiming);
+    c.nccl_name_ = std::make_unique<const std::string>(name);
+    ncclConfig_t config = grow_config(*c.nccl_name_);
+    ncclComm_t handle = nullptr;
+    const ncclResult_t rc = repair_calls().grow(nullptr, nranks, &id, rank, &handle, &config);
+    c.comm_ = handle;
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+        c.abort();
+        throw NcclError(rc, NcclError::Cause::call_failed, "ncclCommGrow", short_file(__FILE__), __LINE__,
+                        ft::world_rank(), "joining '" + name + "' as rank " + std::to_string(rank));
+    }
+    c.rank_ = rank;
+    c.size_ = nranks;
+    c.wait_settled("ncclCommGrow", {}, __FILE__, __LINE__);
     return c;
 }
 

@@ -43,6 +43,7 @@ constexpr std::array<std::string_view, 2> kJobPlacements = {"block", "cyclic"};
 constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware", "ring"};
 constexpr std::array<std::string_view, 2> kReplayChecks = {"start", "off"};
 constexpr std::array<std::string_view, 2> kSparePolicies = {"shrink", "checkpoint-and-requeue"};
+constexpr std::array<std::string_view, 3> kNcclRepairs = {"auto", "shrink_grow", "reinit"};
 constexpr std::array<std::string_view, 3> kTransports = {"tcp", "shm", "auto"};
 
 // Transports flashrec knows and refuses, and why: a ConfigError before launch, not a job that
@@ -209,6 +210,7 @@ const std::vector<Field<Recovery>>& recovery_fields() {
         {.key = "spawn", .member = &Recovery::spawn},
         {.key = "warm_relaunches", .member = &Recovery::warm_relaunches, .min = 0},
         {.key = "require_same_platform", .member = &Recovery::require_same_platform},
+        {.key = "nccl_repair", .member = &Recovery::nccl_repair, .choices = kNcclRepairs},
     };
     return fields;
 }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "flashrec/errors.hpp"
+#include "flashrec/runtime/device_groups.hpp"
 
 #if FLASHREC_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -23,11 +24,20 @@ namespace flashrec::runtime {
 
 #if FLASHREC_WITH_CUDA
 struct DevicePath::Side {
-    gpu::DeviceDpCollectives dp;  // NCCL over the DP group, rebuilt after every repair
+    gpu::DeviceDpCollectives dp;  // NCCL over the DP group, repaired after every repair
+    DeviceGroups groups;          // NCCL over the TP and the PP group, likewise
 };
 #else
 struct DevicePath::Side {};
 #endif
+
+const ft::Comm& DevicePath::Step::comm_for(StepCollective collective) const {
+    const Group group = group_of(collective);
+    const ft::Comm* comm = group == Group::dp ? &dp : group == Group::tp ? tp : pp;
+    if (comm == nullptr)
+        throw Error(std::string("DevicePath::Step has no ") + group_name(group) + " communicator for this collective");
+    return *comm;
+}
 
 DevicePath::DevicePath() = default;
 DevicePath::~DevicePath() = default;
@@ -79,9 +89,17 @@ void guarded_on_device(bool abandoned, const std::function<void(const std::excep
 template <class F>
 void run_on_device(gpu::DeviceDpCollectives& dp, const DevicePath::Step& step, const void* data, F&& collective) {
     guarded_on_device(step.abandoned, step.on_failure, [&] {
-        dp.prepare(step.dp, static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(data), step.deadline);
+        dp.prepare(step.comm_for(StepCollective::allreduce), static_cast<std::uint64_t>(step.epoch),
+                   gpu::device_memory_of(data), step.deadline, step.nccl_repair);
         collective();
     });
+}
+
+// A TP or PP collective's call on its group (runtime::group_of picks it).
+DeviceGroups::Call group_call(const DevicePath::Step& step, StepCollective collective, const void* data, void* stream) {
+    return {step.comm_for(collective), static_cast<std::uint64_t>(step.epoch), gpu::device_memory_of(data),
+            std::chrono::duration_cast<std::chrono::nanoseconds>(step.deadline.time_since_epoch()).count(),
+            step.nccl_repair, stream};
 }
 
 }  // namespace
@@ -219,7 +237,10 @@ std::string DevicePath::take_snapshot_hash_problem() { return std::exchange(hash
 
 void DevicePath::abort() noexcept {
 #if FLASHREC_WITH_CUDA
-    if (side_) side_->dp.abort();
+    if (side_) {
+        side_->dp.abort();
+        side_->groups.abort();
+    }
 #endif
 }
 
@@ -260,18 +281,79 @@ bool DevicePath::allreduce(const Step& step, std::span<float> data) {
     return true;
 }
 
-double DevicePath::take_nccl_build_ms() noexcept {
+bool DevicePath::tp_allreduce(const Step& step, std::span<float> data) {
+    if (!is_device_pointer(data.data())) return false;
 #if FLASHREC_WITH_CUDA
-    return side_ ? side_->dp.take_build_ms() : 0.0;
+    const auto call = [&] { return group_call(step, StepCollective::tp_allreduce, data.data(), stream_); };
+    guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.tp_allreduce(call(), data); });
 #else
-    return 0.0;
+    (void)step;
 #endif
+    return true;
+}
+
+bool DevicePath::tp_allgather(const Step& step, std::span<const float> part, std::span<float> full) {
+    if (!is_device_pointer(full.data())) return false;
+#if FLASHREC_WITH_CUDA
+    if (!part.empty() && !is_device_pointer(part.data()))
+        throw Error("tp_allgather: the full buffer is in device memory, the part is not");
+    const auto call = [&] { return group_call(step, StepCollective::tp_allgather, full.data(), stream_); };
+    guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.tp_allgather(call(), part, full); });
+#else
+    (void)step;
+    (void)part;
+#endif
+    return true;
+}
+
+bool DevicePath::pp_send(const Step& step, std::span<const float> data, int stage) {
+    if (!is_device_pointer(data.data())) return false;
+#if FLASHREC_WITH_CUDA
+    const auto call = [&] { return group_call(step, StepCollective::pp_send, data.data(), stream_); };
+    guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.pp_send(call(), data, stage); });
+#else
+    (void)step;
+    (void)stage;
+#endif
+    return true;
+}
+
+bool DevicePath::pp_recv(const Step& step, std::span<float> data, int stage) {
+    if (!is_device_pointer(data.data())) return false;
+#if FLASHREC_WITH_CUDA
+    const auto call = [&] { return group_call(step, StepCollective::pp_recv, data.data(), stream_); };
+    guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.pp_recv(call(), data, stage); });
+#else
+    (void)step;
+    (void)stage;
+#endif
+    return true;
+}
+
+double DevicePath::take_nccl_build_ms() noexcept {
+    double ms = 0;
+    try {
+        for (const auto& [phase, build_ms] : take_nccl_builds()) ms += build_ms;
+    } catch (...) {  // a figure only
+    }
+    return ms;
+}
+
+std::vector<std::pair<std::string, double>> DevicePath::take_nccl_builds() {
+    std::vector<std::pair<std::string, double>> builds;
+#if FLASHREC_WITH_CUDA
+    if (!side_) return builds;
+    for (const auto& b : side_->dp.group().take_builds()) builds.emplace_back(nccl_build_phase(b.group, b.action), b.ms);
+    for (auto& b : side_->groups.take_builds()) builds.push_back(std::move(b));
+#endif
+    return builds;
 }
 
 void DevicePath::finalize(const Step& step) {
 #if FLASHREC_WITH_CUDA
     if (side_ && side_->dp.ready())
         guarded_on_device(step.abandoned, step.on_failure, [&] { side_->dp.finalize(); });
+    if (side_) guarded_on_device(step.abandoned, step.on_failure, [&] { side_->groups.finalize(); });
 #else
     (void)step;
 #endif

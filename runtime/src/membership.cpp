@@ -1,5 +1,7 @@
 #include "flashrec/runtime/membership.hpp"
 
+#include "flashrec/runtime/device_groups.hpp"
+
 namespace flashrec::runtime {
 
 void Membership::build_communicators(const topology::Shape& shape,
@@ -8,9 +10,10 @@ void Membership::build_communicators(const topology::Shape& shape,
     work = universe.split(active ? 0 : -1, role_index, "work");
     if (active) {
         const auto c = topology::coord_of(shape, role_index);
-        dp = work.split(c.tp + shape.tp * c.pp, c.dp, "dp");
-        tp = work.split(c.dp + shape.dp * c.pp, c.tp, "tp");
-        pp = work.split(c.tp + shape.tp * c.dp, c.pp, "pp");
+        const auto split = [&](Group g) { return group_split(shape, c, g); };
+        dp = work.split(split(Group::dp).color, split(Group::dp).key, "dp");
+        tp = work.split(split(Group::tp).color, split(Group::tp).key, "tp");
+        pp = work.split(split(Group::pp).color, split(Group::pp).key, "pp");
         replication = work.dup("replication");
         checkpoint = work.dup("checkpoint");
     } else {

@@ -360,8 +360,12 @@ void Runtime::Impl::emit_recovery_record() {
     auto& done = last_recovery->timeline;
     done.mark("first_step");
     // The GPU path rebuilds NCCL in the first step's first collective: its share, apart.
-    if (const double nccl_ms = device.take_nccl_build_ms(); nccl_ms > 0)
-        done.phases.emplace_back(std::string(kFirstStepNcclPhase), nccl_ms);
+    // Per group too (first_step_nccl_<group>_<action>: docs/gpu.md, "Repairing NCCL").
+    const auto nccl_builds = device.take_nccl_builds();
+    double nccl_ms = 0;
+    for (const auto& [phase, ms] : nccl_builds) nccl_ms += ms;
+    if (nccl_ms > 0) done.phases.emplace_back(std::string(kFirstStepNcclPhase), nccl_ms);
+    for (const auto& build : nccl_builds) done.phases.push_back(build);
     const auto& plan = last_recovery->plan;
     // Every rank's timeline to role 0: which rank was slow, and the detection time even when
     // role 0 is a replacement that noticed nothing. One small collective, after the first step.

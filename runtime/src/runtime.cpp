@@ -117,7 +117,8 @@ std::vector<int> roles_from_launcher(const std::string& text, int roles) {
 
 runtime::DevicePath::Step Runtime::Impl::device_step() {
     return {membership.dp, membership.epoch, deadline(), abandoned,
-            [this](const std::exception& e) { on_failure(e); }};
+            [this](const std::exception& e) { on_failure(e); }, &membership.tp, &membership.pp,
+            ft::parse_nccl_repair(cfg.recovery.nccl_repair)};
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -151,11 +151,11 @@ void Step::allreduce(std::span<float> data, Reduce how) {
 
 void Step::tp_allreduce(std::span<float> data) {
     auto& im = *rt_->impl_;
-    require_host(im, data.data(), "tp_allreduce");
     if (im.abandoned) return;
     im.enter(Phase::tp_exchange, index_);
     const int t = im.shape.tp;
     if (t == 1) return;
+    if (im.device.tp_allreduce(im.device_step(), data)) return;  // device memory: NCCL, same order
     const std::size_t n = data.size();
     if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         throw Error("tp_allreduce: " + std::to_string(n) + " elements is more than one MPI count");
@@ -177,8 +177,6 @@ void Step::tp_allreduce(std::span<float> data) {
 
 void Step::tp_allgather(std::span<const float> part, std::span<float> full) {
     auto& im = *rt_->impl_;
-    require_host(im, full.data(), "tp_allgather");
-    require_host(im, part.data(), "tp_allgather");
     const int t = im.shape.tp;
     if (full.size() != part.size() * static_cast<std::size_t>(t))
         throw Error("tp_allgather: full has " + std::to_string(full.size()) + " elements, tp (" +
@@ -188,6 +186,8 @@ void Step::tp_allgather(std::span<const float> part, std::span<float> full) {
         throw Error("tp_allgather: " + std::to_string(part.size()) + " elements is more than one MPI count");
     if (im.abandoned) return;
     im.enter(Phase::tp_exchange, index_);
+    if (im.device.tp_allgather(im.device_step(), part, full)) return;  // device memory: NCCL
+    require_host(im, part.data(), "tp_allgather");
     const int n = static_cast<int>(part.size());
     im.guarded([&] {
         ft::check(MPI_Allgather(part.data(), n, MPI_FLOAT, full.data(), n, MPI_FLOAT, im.membership.tp.get()),
@@ -196,10 +196,9 @@ void Step::tp_allgather(std::span<const float> part, std::span<float> full) {
 }
 
 namespace {
-// What pp_send and pp_recv refuse before any MPI call: device memory, a stage that is not another
+// What pp_send and pp_recv refuse before any MPI or NCCL call: a stage that is not another
 // stage of this role's pipeline, a message longer than one MPI count.
-void check_pipeline_call(const Runtime::Impl& im, const void* data, std::size_t count, int stage, const char* what) {
-    require_host(im, data, what);
+void check_pipeline_call(const Runtime::Impl& im, std::size_t count, int stage, const char* what) {
     if (stage < 0 || stage >= im.shape.pp || stage == im.coord().pp)
         throw Error(std::string(what) + ": stage " + std::to_string(stage) + " is not another stage of " +
                     topology::role_key(im.coord()) + "'s pipeline (job.pp = " + std::to_string(im.shape.pp) +
@@ -211,9 +210,10 @@ void check_pipeline_call(const Runtime::Impl& im, const void* data, std::size_t 
 
 void Step::pp_send(std::span<const float> data, int stage) {
     auto& im = *rt_->impl_;
-    check_pipeline_call(im, data.data(), data.size(), stage, "pp_send");
+    check_pipeline_call(im, data.size(), stage, "pp_send");
     if (im.abandoned) return;
     im.enter(Phase::pp_exchange, index_);
+    if (im.device.pp_send(im.device_step(), data, stage)) return;  // device memory: NCCL
     // The PP group is ordered by pp coordinate: its rank of stage s is s.
     im.guarded([&] {
         ft::check(MPI_Send(data.data(), static_cast<int>(data.size()), MPI_FLOAT, stage, kPipelineTag,
@@ -224,9 +224,10 @@ void Step::pp_send(std::span<const float> data, int stage) {
 
 void Step::pp_recv(std::span<float> data, int stage) {
     auto& im = *rt_->impl_;
-    check_pipeline_call(im, data.data(), data.size(), stage, "pp_recv");
+    check_pipeline_call(im, data.size(), stage, "pp_recv");
     if (im.abandoned) return;
     im.enter(Phase::pp_exchange, index_);
+    if (im.device.pp_recv(im.device_step(), data, stage)) return;  // device memory: NCCL
     MPI_Status status;
     bool too_long = false;
     im.guarded([&] {

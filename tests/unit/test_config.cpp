@@ -576,3 +576,10 @@ TEST_CASE("the annotated example in docs/config.md is valid") {
     CHECK(c.job.world_size() == c.job.nodes * c.job.ranks_per_node);
     CHECK_FALSE(c.faults.empty());
 }
+
+TEST_CASE("recovery.nccl_repair: auto (the default), shrink_grow or reinit; anything else names the line") {
+    CHECK(config::parse("recovery:\n  max_epochs: 3\n", "t").recovery.nccl_repair == "auto");
+    CHECK(config::parse("recovery:\n  nccl_repair: reinit\n", "t").recovery.nccl_repair == "reinit");
+    CHECK(config::parse("recovery:\n  nccl_repair: shrink_grow\n", "t").recovery.nccl_repair == "shrink_grow");
+    check_error("recovery:\n  max_epochs: 3\n  nccl_repair: grow\n", 3, "recovery.nccl_repair", "must be one of");
+}

@@ -12,12 +12,10 @@
 //   allgather:      each rank's part broadcast from its owner (ncclBroadcast per part, in
 //                   one group): data movement only.
 //
-// Failures: the communicator is non-blocking and every wait polls an abort flag, which the
-// FailureChannel of the same DP group sets when MPI reports a failed member or a revoke
-// (NcclOptions::before_poll), and which abort() sets when the runtime itself learns of a
-// failure. abort() also aborts the NCCL communicator (ncclCommAbort) and announces the failure
-// on the channel, so the DP peers' waits end too. prepare() rebuilds everything after every
-// recovery (a new generation) and after an abort.
+// Failures and repairs: the DP group's GroupComm (group_comm.hpp): every wait polls an abort
+// flag that the group's FailureChannel and abort() set; prepare() repairs the communicator after
+// every recovery (a new generation) by shrink + grow or re-init. Peers are addressed by DP
+// position, so the summation order stays by DP rank whatever NCCL ranks a repair gave.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -29,9 +27,8 @@
 #include <utility>
 
 #include "flashrec/ft/comm.hpp"
-#include "flashrec/gpu/failure_channel.hpp"
+#include "flashrec/gpu/group_comm.hpp"
 #include "flashrec/gpu/handles.hpp"
-#include "flashrec/gpu/nccl_comm.hpp"
 #include "flashrec/gpu/ordered_sum.hpp"
 
 namespace flashrec::gpu {
@@ -56,7 +53,10 @@ public:
     // Collective over `dp` in that case, a no-op otherwise. Throws ProcessFailure/CommRevoked,
     // NcclError, CudaError.
     void prepare(const ft::Comm& dp, std::uint64_t generation, int device,
-                 std::chrono::steady_clock::time_point deadline);
+                 std::chrono::steady_clock::time_point deadline,
+                 ft::NcclRepair repair = ft::NcclRepair::automatic) {
+        group_.prepare(dp, generation, device, deadline, repair);
+    }
 
     // See the header comment. `stream` is the trainer's compute stream: the NCCL operations are
     // enqueued on it and waited for (polled) on the host; the ordered sum is enqueued after
@@ -69,29 +69,25 @@ public:
     // The job is failing: sets the abort flag, aborts the NCCL communicator, announces it on
     // the failure channel (every DP peer's NCCL wait aborts). Local; never blocks on a peer,
     // never throws. The next prepare() rebuilds.
-    void abort() noexcept;
+    void abort() noexcept { group_.abort(); }
     // Collective clean shutdown at the end of the job (ncclCommFinalize, polled).
-    void finalize();
+    void finalize() { group_.finalize(); }
 
-    bool ready() const { return nccl_.valid(); }
-    int rank() const { return nccl_.rank(); }
-    int size() const { return nccl_.size(); }
-    const std::atomic<bool>& abort_flag() const { return abort_flag_; }
+    bool ready() const { return group_.ready(); }
+    int rank() const { return group_.position(); }  // the DP rank
+    int size() const { return group_.size(); }
+    const std::atomic<bool>& abort_flag() const { return group_.abort_flag(); }
     // Communicators made so far (1 after the first prepare, +1 per rebuild).
-    std::size_t builds() const { return builds_; }
+    std::size_t builds() const { return group_.builds(); }
     // Milliseconds spent building (failure channel + NCCL init) since the last call; 0 if none.
-    double take_build_ms() noexcept { return std::exchange(build_ms_, 0.0); }
+    double take_build_ms() noexcept { return group_.take_build_ms(); }
+    GroupComm& group() { return group_; }
 
 private:
     float* scratch(std::size_t floats);
     float* shard_scratch(std::size_t floats);
 
-    std::atomic<bool> abort_flag_{false};  // before nccl_: it points here
-    FailureChannel channel_;
-    NcclComm nccl_;
-    std::uint64_t generation_ = 0;
-    std::size_t builds_ = 0;
-    double build_ms_ = 0;
+    GroupComm group_;
     DeviceBuffer scratch_;        // reduce_scatter: d copies of this rank's part
     DeviceBuffer shard_scratch_;  // allreduce: this rank's part of the sum
 };

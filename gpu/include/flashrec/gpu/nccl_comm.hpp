@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "flashrec/ft/group_repair.hpp"
 #include "flashrec/gpu/abort_poller.hpp"
 #include "flashrec/gpu/handles.hpp"
 
@@ -145,6 +146,19 @@ public:
     // a failure. Throws NcclError (this communicator is then aborted: fall back to create() from
     // the repaired MPI communicator), also for an aborted one or an NCCL without shrink.
     NcclComm shrink(std::span<const int> excluded, NcclOptions options);
+    // What the NCCL loaded at run time is (ncclGetVersion) and can do: shrink (above) and grow
+    // (ncclCommGrow + ncclCommGetUniqueId, 2.29.2+), looked up like shrink.
+    static ft::NcclAbilities abilities() noexcept;
+    // Grow (docs/gpu.md, "Repairing NCCL: shrink + grow"). On rank 0 of this communicator only:
+    // the id the newcomers join with (ncclCommGetUniqueId), to be sent to them over MPI.
+    ncclUniqueId grow_id();
+    // Collective over this communicator's ranks and the newcomers: a communicator of `nranks`
+    // made from this one by ncclCommGrow; this communicator's ranks keep theirs, and this one is
+    // aborted after (it takes no more work). `id`: the grow_id() on rank 0, nullptr elsewhere.
+    NcclComm grow(int nranks, const ncclUniqueId* id, NcclOptions options);
+    // A newcomer's side of grow(): joins as `rank` of `nranks` with the id from rank 0.
+    static NcclComm join_grow(const ncclUniqueId& id, int nranks, int rank, const std::string& name,
+                              NcclOptions options);
     // Collective clean shutdown (ncclCommFinalize, polled, then ncclCommDestroy). On failure
     // aborts and throws NcclError.
     void finalize();

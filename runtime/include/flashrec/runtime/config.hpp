@@ -107,6 +107,9 @@ struct Recovery {
     // A restore onto another platform (CPU model or flags, GPU, flashrec or trainer build than
     // the state's writer): false warns (platform_mismatch record), true ends the job (exit 81).
     bool require_same_platform = false;
+    // How a group's NCCL communicator is repaired (GPU path): auto (shrink + grow where the NCCL
+    // loaded has it, 2.29.2+, else abort + re-init) | shrink_grow | reinit (forced fall-back).
+    std::string nccl_repair = "auto";
 };
 
 struct Slurm {

@@ -13,10 +13,13 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "flashrec/ft/comm.hpp"
+#include "flashrec/ft/group_repair.hpp"
 #include "flashrec/ft/region_copier.hpp"
+#include "flashrec/runtime/device_groups.hpp"
 #include "flashrec/runtime/state_registry.hpp"
 #include "flashrec/types.hpp"
 
@@ -33,6 +36,12 @@ public:
         std::chrono::steady_clock::time_point deadline;
         bool abandoned;
         std::function<void(const std::exception&)> on_failure;
+        const ft::Comm* tp = nullptr;  // the TP and PP groups of this epoch (device_groups.hpp)
+        const ft::Comm* pp = nullptr;
+        ft::NcclRepair nccl_repair = ft::NcclRepair::automatic;  // recovery.nccl_repair
+        // The MPI communicator `collective` runs over (runtime::group_of); throws
+        // flashrec::Error when this step has none for it.
+        const ft::Comm& comm_for(StepCollective collective) const;
     };
 
     DevicePath();
@@ -83,7 +92,8 @@ public:
     // or it was not asked for).
     std::string take_snapshot_hash_problem();
 
-    // The job is failing: abort NCCL and tell the DP peers' NCCL waits. Never throws.
+    // The job is failing: revoke (kept for a shrink) or abort every group's NCCL communicator and
+    // tell the peers' NCCL waits. Never throws.
     void abort() noexcept;
     // Step collectives; false (nothing done) when `data` is host memory. A failure seen by MPI
     // or NCCL (a peer gone, an abort) goes to step.on_failure; an NcclError that is not a peer
@@ -91,13 +101,22 @@ public:
     bool reduce_scatter(const Step& step, std::span<const float> grads, std::span<float> shard);
     bool allgather(const Step& step, std::span<float> full);
     bool allreduce(const Step& step, std::span<float> data);
-    // Milliseconds spent (re)building the DP group's NCCL communicator since the last call.
+    // The TP and PP collectives on device memory (DeviceGroups: one NCCL communicator per TP and
+    // per PP group); false when `data` is host memory. Failures as above.
+    bool tp_allreduce(const Step& step, std::span<float> data);
+    bool tp_allgather(const Step& step, std::span<const float> part, std::span<float> full);
+    bool pp_send(const Step& step, std::span<const float> data, int stage);
+    bool pp_recv(const Step& step, std::span<float> data, int stage);
+    // Milliseconds spent (re)building the groups' NCCL communicators since the last call.
     double take_nccl_build_ms() noexcept;
-    // End of the loop: NCCL's communicator is finalized (if one was made).
+    // The same per group and action (DeviceGroups::take_builds' names, the DP group's too);
+    // forgets them like take_nccl_build_ms.
+    std::vector<std::pair<std::string, double>> take_nccl_builds();
+    // End of the loop: the NCCL communicators are finalized (those that were made).
     void finalize(const Step& step);
 
 private:
-    struct Side;  // with CUDA: the NCCL collectives of the DP group
+    struct Side;  // with CUDA: the NCCL collectives of the DP group, and of the TP and PP groups
     std::unique_ptr<Side> side_;
     void* stream_ = nullptr;
     std::shared_ptr<ft::RegionCopier> copier_;
