@@ -84,9 +84,9 @@ int main(int argc, char** argv) {
                              "[--dry-run] [--resume] [--fault SPEC]... [--events FILE]   (--help for more)\n");
         return kExitUsage;
     }
-    Plan plan;
+    LaunchPlan plan;
     try {
-        plan = make_plan(request);
+        plan = make_launch_plan(request);
     } catch (const flashrec::ConfigError& e) {
         std::fprintf(stderr, "flashrec-launch: %s\n", e.what());
         return kExitUsage;

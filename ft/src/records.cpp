@@ -1,6 +1,8 @@
 #include "flashrec/ft/records.hpp"
 
 #include <cmath>
+#include <tuple>
+#include <type_traits>
 
 namespace flashrec::ft::records {
 
@@ -45,13 +47,6 @@ public:
         if (!f.is_number()) throw RecordError(event_, field, "expected a number, got " + f.dump());
         return f.get<double>();
     }
-    // A field added after the record's first version: absent in older records.
-    std::int64_t integer_or(const char* field, std::int64_t absent) const {
-        return has(field) ? integer(field) : absent;
-    }
-    std::optional<double> optional_number(const char* field) const {
-        return has(field) ? std::optional<double>(number(field)) : std::nullopt;
-    }
     bool boolean(const char* field) const {
         const json& f = at(field);
         if (!f.is_boolean()) throw RecordError(event_, field, "expected true or false, got " + f.dump());
@@ -82,6 +77,7 @@ public:
         return out;
     }
     PhasesMs phases(const char* field) const { return phases(at(field), field); }
+    const std::string& event() const { return event_; }
 
 private:
     const json& j_;
@@ -90,362 +86,351 @@ private:
 
 json head(const char* event) { return json{{"event", event}, {"v", kVersion}}; }
 
-}  // namespace
+// ------------------------------------------------------------------------------------------
+// Each record's fields, described once: the table below is what to_json writes and what
+// from_json reads and checks, field by field in the table's order.
 
-json Step::to_json() const {
-    json j = head(kEvent);
-    j["step"] = step;
-    j["loss"] = loss && std::isfinite(*loss) ? json(*loss) : json(nullptr);
+enum class Presence {
+    required,  // always written; a record without it is refused
+    optional,  // a std::optional written when set, or a plain member added after the record's
+               // first version; absent or null when read: the member keeps its default
+    nullable,  // a std::optional always written, null when unset or not finite
+};
+
+// One field: its name in the JSON, the member it is, its presence.
+template <class R, class T>
+struct FieldSpec {
+    const char* name;
+    T R::*member;
+    Presence presence = Presence::required;
+};
+template <class R, class T>
+FieldSpec(const char*, T R::*) -> FieldSpec<R, T>;
+template <class R, class T>
+FieldSpec(const char*, T R::*, Presence) -> FieldSpec<R, T>;
+
+// Table<R>::fields: a tuple of FieldSpec<R, ...>.
+template <class R>
+struct Table;
+
+constexpr auto kOptional = Presence::optional;
+constexpr auto kNullable = Presence::nullable;
+
+template <>
+struct Table<Step> {
+    static constexpr auto fields = std::tuple{FieldSpec{"step", &Step::step}, FieldSpec{"loss", &Step::loss, kNullable}};
+};
+// exit_code only with action "exit": FaultInjected::to_json/from_json.
+template <>
+struct Table<FaultInjected> {
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"fault", &FaultInjected::fault}, FieldSpec{"pid", &FaultInjected::pid},
+                   FieldSpec{"unix_us", &FaultInjected::unix_us}, FieldSpec{"action", &FaultInjected::action},
+                   FieldSpec{"step", &FaultInjected::step}, FieldSpec{"phase", &FaultInjected::phase}};
+};
+template <>
+struct Table<CheckpointPublished> {
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"step", &CheckpointPublished::step}, FieldSpec{"path", &CheckpointPublished::path},
+        FieldSpec{"files", &CheckpointPublished::files}, FieldSpec{"bytes", &CheckpointPublished::bytes},
+        FieldSpec{"seconds", &CheckpointPublished::seconds}};
+};
+template <>
+struct Table<CheckpointResumed> {
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"step", &CheckpointResumed::step}, FieldSpec{"dir", &CheckpointResumed::dir}};
+};
+template <>
+struct Table<EndingJob> {
+    static constexpr auto fields = std::tuple{FieldSpec{"exit_code", &EndingJob::exit_code},
+                                              FieldSpec{"pid", &EndingJob::pid}, FieldSpec{"why", &EndingJob::why}};
+};
+template <>
+struct Table<RoleFinished> {
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"role", &RoleFinished::role}, FieldSpec{"pid", &RoleFinished::pid},
+                   FieldSpec{"steps", &RoleFinished::steps}, FieldSpec{"checksum", &RoleFinished::checksum}};
+};
+template <>
+struct Table<MpiErrorSeen> {
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"pid", &MpiErrorSeen::pid}, FieldSpec{"error_class", &MpiErrorSeen::error_class},
+                   FieldSpec{"operation", &MpiErrorSeen::operation}};
+};
+template <>
+struct Table<SpareReleased> {
+    static constexpr auto fields = std::tuple{FieldSpec{"pid", &SpareReleased::pid}};
+};
+template <>
+struct Table<Recovery> {
+    using R = Recovery;
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"tier", &R::tier},
+        FieldSpec{"epoch", &R::epoch},
+        FieldSpec{"failed_roles", &R::failed_roles},
+        FieldSpec{"replacement", &R::replacement},
+        FieldSpec{"recovery_version", &R::recovery_version},
+        FieldSpec{"resume_step", &R::resume_step},
+        FieldSpec{"steps_replayed", &R::steps_replayed},
+        FieldSpec{"bytes_restored_per_replacement", &R::bytes_restored_per_replacement},
+        FieldSpec{"phases_ms", &R::phases_ms},
+        FieldSpec{"total_ms", &R::total_ms},
+        FieldSpec{"phases_ms_by_role", &R::phases_ms_by_role},
+        FieldSpec{"phases_ms_max", &R::phases_ms_max},
+        FieldSpec{"slowest_role", &R::slowest_role},
+        FieldSpec{"phases_ms_slowest", &R::phases_ms_slowest},
+        FieldSpec{"failure_noticed_unix_us", &R::failure_noticed_unix_us},
+        FieldSpec{"back_in_loop_unix_us", &R::back_in_loop_unix_us},
+        FieldSpec{"first_step_ms", &R::first_step_ms},
+        FieldSpec{"slots_made_ahead", &R::slots_made_ahead},
+        FieldSpec{"notice_to_loop_ms", &R::notice_to_loop_ms, kOptional},
+        FieldSpec{"protection_every", &R::protection_every, kOptional},
+        FieldSpec{"replay_ms", &R::replay_ms, kOptional}};
+};
+template <>
+struct Table<JobStats> {
+    using R = JobStats;
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"role", &R::role},
+        FieldSpec{"steps", &R::steps},
+        FieldSpec{"median_step_ms", &R::median_step_ms},
+        FieldSpec{"median_exposed_wait_ms", &R::median_exposed_wait_ms},
+        FieldSpec{"total_exposed_wait_ms", &R::total_exposed_wait_ms},
+        FieldSpec{"protection", &R::protection},
+        FieldSpec{"state_bytes", &R::state_bytes},
+        FieldSpec{"shm_bytes", &R::shm_bytes},
+        FieldSpec{"snapshot_ms", &R::snapshot_ms},
+        FieldSpec{"snapshot_copied_bytes", &R::snapshot_copied_bytes},
+        FieldSpec{"snapshot_sent_bytes", &R::snapshot_sent_bytes},
+        FieldSpec{"snapshots", &R::snapshots},
+        FieldSpec{"snapshot_mean_ms", &R::snapshot_mean_ms},
+        FieldSpec{"snapshot_cpu_ms", &R::snapshot_cpu_ms},
+        FieldSpec{"snapshot_copy_GBps", &R::snapshot_copy_GBps},
+        FieldSpec{"snapshot_copy_cpu_GBps", &R::snapshot_copy_cpu_GBps},
+        FieldSpec{"snapshot_d2h_GBps", &R::snapshot_d2h_GBps},
+        FieldSpec{"replication_GBps", &R::replication_GBps},
+        FieldSpec{"replication_oncpu_GBps", &R::replication_oncpu_GBps},
+        FieldSpec{"sender_touched_per_byte", &R::sender_touched_per_byte},
+        FieldSpec{"sender_touched_incl_send_per_byte", &R::sender_touched_incl_send_per_byte},
+        FieldSpec{"holder_touched_per_byte", &R::holder_touched_per_byte},
+        FieldSpec{"hashed_in_cache_per_byte", &R::hashed_in_cache_per_byte},
+        FieldSpec{"hashed_at_source_per_byte", &R::hashed_at_source_per_byte, kOptional},
+        FieldSpec{"protection_every", &R::protection_every, kOptional},
+        FieldSpec{"protection_auto", &R::protection_auto, kOptional},
+        FieldSpec{"protected_step_ms", &R::protected_step_ms, kOptional},
+        FieldSpec{"unprotected_step_ms", &R::unprotected_step_ms, kOptional},
+        FieldSpec{"mean_step_ms", &R::mean_step_ms, kOptional}};
+};
+template <>
+struct Table<ProtectionInterval> {
+    using R = ProtectionInterval;
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"step", &R::step},          FieldSpec{"every", &R::every},
+        FieldSpec{"previous", &R::previous},  FieldSpec{"step_ms", &R::step_ms, kOptional},
+        FieldSpec{"protected_step_ms", &R::protected_step_ms, kOptional},
+        FieldSpec{"exposed_ms", &R::exposed_ms}, FieldSpec{"overhead", &R::overhead},
+        FieldSpec{"budget", &R::budget},      FieldSpec{"max_every", &R::max_every},
+        FieldSpec{"reason", &R::reason}};
+};
+template <>
+struct Table<ReplayDiverged> {
+    using R = ReplayDiverged;
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"role", &R::role},     FieldSpec{"store", &R::store},
+                   FieldSpec{"step", &R::step},     FieldSpec{"restored_version", &R::restored_version},
+                   FieldSpec{"buffer", &R::buffer}, FieldSpec{"before", &R::before},
+                   FieldSpec{"replayed", &R::replayed}};
+};
+template <>
+struct Table<ReplayProbe> {
+    using R = ReplayProbe;
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"from", &R::from},     FieldSpec{"to", &R::to},
+                   FieldSpec{"steps", &R::steps},   FieldSpec{"passed", &R::passed},
+                   FieldSpec{"restore_ms", &R::restore_ms}, FieldSpec{"replay_ms", &R::replay_ms}};
+};
+template <>
+struct Table<PlatformMismatch::Field> {
+    using R = PlatformMismatch::Field;
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"field", &R::field}, FieldSpec{"writer", &R::writer}, FieldSpec{"here", &R::here}};
+};
+template <>
+struct Table<PlatformMismatch> {
+    using R = PlatformMismatch;
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"role", &R::role},       FieldSpec{"pid", &R::pid},
+                   FieldSpec{"restore", &R::restore}, FieldSpec{"version", &R::version},
+                   FieldSpec{"flashrec_version", &R::flashrec_version},
+                   FieldSpec{"differences", &R::differences}, FieldSpec{"refused", &R::refused}};
+};
+template <>
+struct Table<SpareRejected> {
+    using R = SpareRejected;
+    static constexpr auto fields = std::tuple{FieldSpec{"spare", &R::spare}, FieldSpec{"node", &R::node},
+                                              FieldSpec{"reason", &R::reason}, FieldSpec{"epoch", &R::epoch}};
+};
+
+// ------------------------------------------------------------------------------------------
+// the machinery: one reader and one writer per member type
+
+template <class R>
+void write_fields(const R& record, json& j);
+template <class R>
+void read_fields(const Reader& r, R& record);
+
+void read_value(const Reader& r, const char* f, std::int32_t& v) { v = r.int32(f); }
+void read_value(const Reader& r, const char* f, std::int64_t& v) { v = r.integer(f); }
+void read_value(const Reader& r, const char* f, double& v) { v = r.number(f); }
+void read_value(const Reader& r, const char* f, bool& v) { v = r.boolean(f); }
+void read_value(const Reader& r, const char* f, std::string& v) { v = r.string(f); }
+void read_value(const Reader& r, const char* f, std::vector<std::string>& v) { v = r.strings(f); }
+void read_value(const Reader& r, const char* f, PhasesMs& v) { v = r.phases(f); }
+void read_value(const Reader& r, const char* f, std::map<std::string, PhasesMs>& v) {
+    const json& by_role = r.at(f);
+    if (!by_role.is_object())
+        throw RecordError(r.event(), f, "expected an object of role: phases, got " + by_role.dump());
+    for (const auto& [role, phases] : by_role.items()) v[role] = r.phases(phases, std::string(f) + "." + role);
+}
+void read_value(const Reader& r, const char* f, std::vector<PlatformMismatch::Field>& v) {
+    const json& list = r.at(f);
+    if (!list.is_array()) throw RecordError(r.event(), f, "expected an array, got " + list.dump());
+    for (const auto& d : list) {
+        if (!d.is_object()) throw RecordError(r.event(), f, "expected objects, got " + d.dump());
+        json entry = d;
+        entry["v"] = kVersion;  // read with the record's own reader
+        PlatformMismatch::Field field;
+        read_fields(Reader(entry, r.event().c_str()), field);
+        v.push_back(std::move(field));
+    }
+}
+template <class T>
+void read_value(const Reader& r, const char* f, std::optional<T>& v) {
+    T value{};
+    read_value(r, f, value);
+    v = std::move(value);
+}
+
+template <class T>
+json to_value(const T& v) {
+    return json(v);
+}
+json to_value(const std::vector<PlatformMismatch::Field>& fields) {
+    json out = json::array();
+    for (const auto& f : fields) {
+        json entry = json::object();
+        write_fields(f, entry);
+        out.push_back(std::move(entry));
+    }
+    return out;
+}
+
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+template <class R, class T>
+void put(json& j, const R& record, const FieldSpec<R, T>& f) {
+    const T& v = record.*f.member;
+    if constexpr (IsOptional<T>::value) {
+        if (f.presence == Presence::nullable)
+            j[f.name] = v && std::isfinite(*v) ? to_value(*v) : json(nullptr);
+        else if (v)
+            j[f.name] = to_value(*v);
+    } else {
+        j[f.name] = to_value(v);
+    }
+}
+
+template <class R, class T>
+void get(const Reader& r, R& record, const FieldSpec<R, T>& f) {
+    if (f.presence != Presence::required && !r.has(f.name)) return;
+    read_value(r, f.name, record.*f.member);
+}
+
+template <class R>
+void write_fields(const R& record, json& j) {
+    std::apply([&](const auto&... f) { (put(j, record, f), ...); }, Table<R>::fields);
+}
+template <class R>
+void read_fields(const Reader& r, R& record) {
+    std::apply([&](const auto&... f) { (get(r, record, f), ...); }, Table<R>::fields);
+}
+
+template <class R>
+json write(const R& record) {
+    json j = head(R::kEvent);
+    write_fields(record, j);
     return j;
 }
-Step Step::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.integer("step"), r.optional_number("loss")};
+template <class R>
+R read(const json& j) {
+    R record;
+    read_fields(Reader(j, R::kEvent), record);
+    return record;
 }
 
+// Every typed record, for is_typed and validate.
+template <class... R>
+struct RecordSet {
+    static bool holds(std::string_view event) { return ((event == R::kEvent) || ...); }
+    static void check(const json& record, std::string_view event) {
+        (void)((event == R::kEvent && (static_cast<void>(R::from_json(record)), true)) || ...);
+    }
+};
+using Typed = RecordSet<Step, FaultInjected, CheckpointPublished, CheckpointResumed, EndingJob, RoleFinished,
+                        MpiErrorSeen, SpareReleased, Recovery, JobStats, ReplayDiverged, ReplayProbe, PlatformMismatch,
+                        SpareRejected, ProtectionInterval>;
+
+}  // namespace
+
+#define FLASHREC_RECORD_FROM_TABLE(R)                         \
+    json R::to_json() const { return write(*this); }          \
+    R R::from_json(const json& j) { return read<R>(j); }
+
+FLASHREC_RECORD_FROM_TABLE(Step)
+FLASHREC_RECORD_FROM_TABLE(CheckpointPublished)
+FLASHREC_RECORD_FROM_TABLE(CheckpointResumed)
+FLASHREC_RECORD_FROM_TABLE(RoleFinished)
+FLASHREC_RECORD_FROM_TABLE(MpiErrorSeen)
+FLASHREC_RECORD_FROM_TABLE(SpareReleased)
+FLASHREC_RECORD_FROM_TABLE(Recovery)
+FLASHREC_RECORD_FROM_TABLE(JobStats)
+FLASHREC_RECORD_FROM_TABLE(ProtectionInterval)
+FLASHREC_RECORD_FROM_TABLE(ReplayDiverged)
+FLASHREC_RECORD_FROM_TABLE(ReplayProbe)
+FLASHREC_RECORD_FROM_TABLE(PlatformMismatch)
+FLASHREC_RECORD_FROM_TABLE(SpareRejected)
+#undef FLASHREC_RECORD_FROM_TABLE
+
 json FaultInjected::to_json() const {
-    json j = head(kEvent);
-    j.update({{"fault", fault}, {"pid", pid}, {"unix_us", unix_us}, {"action", action}, {"step", step}, {"phase", phase}});
+    json j = write(*this);
     if (action == "exit") j["exit_code"] = exit_code;
     return j;
 }
 FaultInjected FaultInjected::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    FaultInjected f;
-    f.fault = r.string("fault");
-    f.pid = r.int32("pid");
-    f.unix_us = r.integer("unix_us");
-    f.action = r.string("action");
+    FaultInjected f = read<FaultInjected>(j);
     if (f.action != "kill" && f.action != "exit" && f.action != "stop")
         throw RecordError(kEvent, "action", "expected kill, exit or stop, got '" + f.action + "'");
-    if (f.action == "exit") f.exit_code = r.int32("exit_code");
-    f.step = r.integer("step");
-    f.phase = r.string("phase");
+    if (f.action == "exit") f.exit_code = Reader(j, kEvent).int32("exit_code");
     return f;
 }
 
-json CheckpointPublished::to_json() const {
-    json j = head(kEvent);
-    j.update({{"step", step}, {"path", path}, {"files", files}, {"bytes", bytes}, {"seconds", seconds}});
-    return j;
-}
-CheckpointPublished CheckpointPublished::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.integer("step"), r.string("path"), r.integer("files"), r.integer("bytes"), r.number("seconds")};
-}
-
-json CheckpointResumed::to_json() const {
-    json j = head(kEvent);
-    j.update({{"step", step}, {"dir", dir}});
-    return j;
-}
-CheckpointResumed CheckpointResumed::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.integer("step"), r.string("dir")};
-}
-
 json EndingJob::to_json() const {
-    json j = head(kEvent);
-    j.update({{"exit_code", exit_code}, {"pid", pid}, {"why", why.substr(0, 2000)}});
+    json j = write(*this);
+    j["why"] = why.substr(0, 2000);  // a reason, not a log
     return j;
 }
-EndingJob EndingJob::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.int32("exit_code"), r.int32("pid"), r.string("why")};
-}
+EndingJob EndingJob::from_json(const json& j) { return read<EndingJob>(j); }
 
-json RoleFinished::to_json() const {
-    json j = head(kEvent);
-    j.update({{"role", role}, {"pid", pid}, {"steps", steps}, {"checksum", checksum}});
-    return j;
-}
-RoleFinished RoleFinished::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.string("role"), r.int32("pid"), r.integer("steps"), r.string("checksum")};
-}
-
-json MpiErrorSeen::to_json() const {
-    json j = head(kEvent);
-    j.update({{"pid", pid}, {"error_class", error_class}, {"operation", operation}});
-    return j;
-}
-MpiErrorSeen MpiErrorSeen::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.int32("pid"), r.int32("error_class"), r.string("operation")};
-}
-
-json SpareReleased::to_json() const {
-    json j = head(kEvent);
-    j["pid"] = pid;
-    return j;
-}
-SpareReleased SpareReleased::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.int32("pid")};
-}
-
-json Recovery::to_json() const {
-    json j = head(kEvent);
-    json by_role = json::object();
-    for (const auto& [role, phases] : phases_ms_by_role) by_role[role] = phases;
-    j.update({{"tier", tier},
-              {"epoch", epoch},
-              {"failed_roles", failed_roles},
-              {"replacement", replacement},
-              {"recovery_version", recovery_version},
-              {"resume_step", resume_step},
-              {"steps_replayed", steps_replayed},
-              {"bytes_restored_per_replacement", bytes_restored_per_replacement},
-              {"phases_ms", phases_ms},
-              {"total_ms", total_ms},
-              {"phases_ms_by_role", by_role},
-              {"phases_ms_max", phases_ms_max},
-              {"slowest_role", slowest_role},
-              {"phases_ms_slowest", phases_ms_slowest},
-              {"failure_noticed_unix_us", failure_noticed_unix_us},
-              {"back_in_loop_unix_us", back_in_loop_unix_us},
-              {"first_step_ms", first_step_ms},
-              {"slots_made_ahead", slots_made_ahead}});
-    if (notice_to_loop_ms) j["notice_to_loop_ms"] = *notice_to_loop_ms;
-    j["protection_every"] = protection_every;
-    if (replay_ms) j["replay_ms"] = *replay_ms;
-    return j;
-}
-Recovery Recovery::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    Recovery x;
-    x.tier = r.int32("tier");
-    x.epoch = r.int32("epoch");
-    x.failed_roles = r.strings("failed_roles");
-    x.replacement = r.string("replacement");
-    x.recovery_version = r.integer("recovery_version");
-    x.resume_step = r.integer("resume_step");
-    x.steps_replayed = r.integer("steps_replayed");
-    x.bytes_restored_per_replacement = r.integer("bytes_restored_per_replacement");
-    x.phases_ms = r.phases("phases_ms");
-    x.total_ms = r.number("total_ms");
-    const json& by_role = r.at("phases_ms_by_role");
-    if (!by_role.is_object())
-        throw RecordError(kEvent, "phases_ms_by_role", "expected an object of role: phases, got " + by_role.dump());
-    for (const auto& [role, phases] : by_role.items())
-        x.phases_ms_by_role[role] = r.phases(phases, "phases_ms_by_role." + role);
-    x.phases_ms_max = r.phases("phases_ms_max");
-    x.slowest_role = r.string("slowest_role");
-    x.phases_ms_slowest = r.phases("phases_ms_slowest");
-    x.failure_noticed_unix_us = r.integer("failure_noticed_unix_us");
-    x.back_in_loop_unix_us = r.integer("back_in_loop_unix_us");
-    x.first_step_ms = r.number("first_step_ms");
-    x.slots_made_ahead = r.integer("slots_made_ahead");
-    x.notice_to_loop_ms = r.optional_number("notice_to_loop_ms");
-    x.protection_every = r.integer_or("protection_every", 1);
-    x.replay_ms = r.optional_number("replay_ms");
-    return x;
-}
-
-json JobStats::to_json() const {
-    json j = head(kEvent);
-    j.update({{"role", role},
-              {"steps", steps},
-              {"median_step_ms", median_step_ms},
-              {"median_exposed_wait_ms", median_exposed_wait_ms},
-              {"total_exposed_wait_ms", total_exposed_wait_ms},
-              {"protection", protection},
-              {"state_bytes", state_bytes},
-              {"shm_bytes", shm_bytes},
-              {"snapshot_ms", snapshot_ms},
-              {"snapshot_copied_bytes", snapshot_copied_bytes},
-              {"snapshot_sent_bytes", snapshot_sent_bytes},
-              {"snapshots", snapshots},
-              {"snapshot_mean_ms", snapshot_mean_ms},
-              {"snapshot_cpu_ms", snapshot_cpu_ms},
-              {"snapshot_copy_GBps", snapshot_copy_GBps},
-              {"snapshot_copy_cpu_GBps", snapshot_copy_cpu_GBps},
-              {"snapshot_d2h_GBps", snapshot_d2h_GBps},
-              {"replication_GBps", replication_GBps},
-              {"replication_oncpu_GBps", replication_oncpu_GBps},
-              {"sender_touched_per_byte", sender_touched_per_byte},
-              {"sender_touched_incl_send_per_byte", sender_touched_incl_send_per_byte},
-              {"holder_touched_per_byte", holder_touched_per_byte},
-              {"hashed_in_cache_per_byte", hashed_in_cache_per_byte},
-              {"hashed_at_source_per_byte", hashed_at_source_per_byte},
-              {"protection_every", protection_every},
-              {"protection_auto", protection_auto}});
-    if (protected_step_ms) j["protected_step_ms"] = *protected_step_ms;
-    if (unprotected_step_ms) j["unprotected_step_ms"] = *unprotected_step_ms;
-    if (mean_step_ms) j["mean_step_ms"] = *mean_step_ms;
-    return j;
-}
-JobStats JobStats::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    JobStats s;
-    s.role = r.string("role");
-    s.steps = r.integer("steps");
-    s.median_step_ms = r.number("median_step_ms");
-    s.median_exposed_wait_ms = r.number("median_exposed_wait_ms");
-    s.total_exposed_wait_ms = r.number("total_exposed_wait_ms");
-    s.protection = r.boolean("protection");
-    s.state_bytes = r.integer("state_bytes");
-    s.shm_bytes = r.integer("shm_bytes");
-    s.snapshot_ms = r.number("snapshot_ms");
-    s.snapshot_copied_bytes = r.integer("snapshot_copied_bytes");
-    s.snapshot_sent_bytes = r.integer("snapshot_sent_bytes");
-    s.snapshots = r.integer("snapshots");
-    s.snapshot_mean_ms = r.number("snapshot_mean_ms");
-    s.snapshot_cpu_ms = r.number("snapshot_cpu_ms");
-    s.snapshot_copy_GBps = r.number("snapshot_copy_GBps");
-    s.snapshot_copy_cpu_GBps = r.number("snapshot_copy_cpu_GBps");
-    s.snapshot_d2h_GBps = r.number("snapshot_d2h_GBps");
-    s.replication_GBps = r.number("replication_GBps");
-    s.replication_oncpu_GBps = r.number("replication_oncpu_GBps");
-    s.sender_touched_per_byte = r.number("sender_touched_per_byte");
-    s.sender_touched_incl_send_per_byte = r.number("sender_touched_incl_send_per_byte");
-    s.holder_touched_per_byte = r.number("holder_touched_per_byte");
-    s.hashed_in_cache_per_byte = r.number("hashed_in_cache_per_byte");
-    s.hashed_at_source_per_byte = r.optional_number("hashed_at_source_per_byte").value_or(0.0);  // older records
-    s.protection_every = r.integer_or("protection_every", 1);
-    s.protection_auto = r.has("protection_auto") && r.boolean("protection_auto");
-    s.protected_step_ms = r.optional_number("protected_step_ms");
-    s.unprotected_step_ms = r.optional_number("unprotected_step_ms");
-    s.mean_step_ms = r.optional_number("mean_step_ms");
-    return s;
-}
-
-json ProtectionInterval::to_json() const {
-    json j = head(kEvent);
-    j.update({{"step", step},
-              {"every", every},
-              {"previous", previous},
-              {"exposed_ms", exposed_ms},
-              {"overhead", overhead},
-              {"budget", budget},
-              {"max_every", max_every},
-              {"reason", reason}});
-    if (step_ms) j["step_ms"] = *step_ms;
-    if (protected_step_ms) j["protected_step_ms"] = *protected_step_ms;
-    return j;
-}
-ProtectionInterval ProtectionInterval::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    ProtectionInterval x;
-    x.step = r.integer("step");
-    x.every = r.integer("every");
-    x.previous = r.integer("previous");
-    x.step_ms = r.optional_number("step_ms");
-    x.protected_step_ms = r.optional_number("protected_step_ms");
-    x.exposed_ms = r.number("exposed_ms");
-    x.overhead = r.number("overhead");
-    x.budget = r.number("budget");
-    x.max_every = r.integer("max_every");
-    x.reason = r.string("reason");
-    return x;
-}
-
-json ReplayDiverged::to_json() const {
-    json j = head(kEvent);
-    j.update({{"role", role},
-              {"store", store},
-              {"step", step},
-              {"restored_version", restored_version},
-              {"buffer", buffer},
-              {"before", before},
-              {"replayed", replayed}});
-    return j;
-}
-ReplayDiverged ReplayDiverged::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.string("role"),   r.string("store"),  r.integer("step"),   r.integer("restored_version"),
-            r.string("buffer"), r.string("before"), r.string("replayed")};
-}
-
-json ReplayProbe::to_json() const {
-    json j = head(kEvent);
-    j.update({{"from", from},
-              {"to", to},
-              {"steps", steps},
-              {"passed", passed},
-              {"restore_ms", restore_ms},
-              {"replay_ms", replay_ms}});
-    return j;
-}
-ReplayProbe ReplayProbe::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.integer("from"), r.integer("to"), r.integer("steps"), r.boolean("passed"), r.number("restore_ms"),
-            r.number("replay_ms")};
-}
-
-json PlatformMismatch::to_json() const {
-    json j = head(kEvent);
-    json diffs = json::array();
-    for (const auto& d : differences) diffs.push_back({{"field", d.field}, {"writer", d.writer}, {"here", d.here}});
-    j.update({{"role", role},
-              {"pid", pid},
-              {"restore", restore},
-              {"version", version},
-              {"flashrec_version", flashrec_version},
-              {"differences", diffs},
-              {"refused", refused}});
-    return j;
-}
-PlatformMismatch PlatformMismatch::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    PlatformMismatch m;
-    m.role = r.string("role");
-    m.pid = r.int32("pid");
-    m.restore = r.string("restore");
-    m.version = r.integer("version");
-    m.flashrec_version = r.string("flashrec_version");
-    const json& diffs = r.at("differences");
-    if (!diffs.is_array()) throw RecordError(kEvent, "differences", "expected an array, got " + diffs.dump());
-    for (const auto& d : diffs) {
-        if (!d.is_object()) throw RecordError(kEvent, "differences", "expected objects, got " + d.dump());
-        json entry = d;
-        entry["v"] = kVersion;  // read with the record's own reader
-        const Reader f(entry, kEvent);
-        m.differences.push_back({f.string("field"), f.string("writer"), f.string("here")});
-    }
-    m.refused = r.boolean("refused");
-    return m;
-}
-
-json SpareRejected::to_json() const {
-    json j = head(kEvent);
-    j.update({{"spare", spare}, {"node", node}, {"reason", reason}, {"epoch", epoch}});
-    return j;
-}
-SpareRejected SpareRejected::from_json(const json& j) {
-    const Reader r(j, kEvent);
-    return {r.string("spare"), r.string("node"), r.string("reason"), r.integer("epoch")};
-}
-
-namespace {
-template <typename R>
-bool check_if(const json& record, std::string_view name) {
-    if (name != R::kEvent) return false;
-    (void)R::from_json(record);
-    return true;
-}
-}  // namespace
-
-bool is_typed(std::string_view e) {
-    return e == Step::kEvent || e == FaultInjected::kEvent || e == CheckpointPublished::kEvent ||
-           e == CheckpointResumed::kEvent || e == EndingJob::kEvent || e == RoleFinished::kEvent || e == MpiErrorSeen::kEvent || e == SpareReleased::kEvent ||
-           e == Recovery::kEvent || e == JobStats::kEvent || e == ReplayDiverged::kEvent ||
-           e == ReplayProbe::kEvent || e == PlatformMismatch::kEvent || e == SpareRejected::kEvent || e == ProtectionInterval::kEvent;
-}
+bool is_typed(std::string_view e) { return Typed::holds(e); }
 
 void validate(const json& record) {
     if (!record.is_object()) throw RecordError("?", "", "not a JSON object");
     const auto e = record.find("event");
     if (e == record.end() || !e->is_string()) throw RecordError("?", "event", "missing or not a string");
-    const std::string name = e->get<std::string>();
-    (void)(check_if<Step>(record, name) || check_if<FaultInjected>(record, name) ||
-           check_if<CheckpointPublished>(record, name) || check_if<CheckpointResumed>(record, name) ||
-           check_if<EndingJob>(record, name) || check_if<RoleFinished>(record, name) ||
-           check_if<MpiErrorSeen>(record, name) || check_if<SpareReleased>(record, name) ||
-           check_if<Recovery>(record, name) || check_if<JobStats>(record, name) ||
-           check_if<ReplayDiverged>(record, name) || check_if<ReplayProbe>(record, name) ||
-           check_if<PlatformMismatch>(record, name) ||
-           check_if<SpareRejected>(record, name) || check_if<ProtectionInterval>(record, name));
+    Typed::check(record, e->get<std::string>());
 }
 
 std::string event_line(const json& record) {

@@ -44,6 +44,7 @@ constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware",
 constexpr std::array<std::string_view, 2> kReplayChecks = {"start", "off"};
 constexpr std::array<std::string_view, 2> kSparePolicies = {"shrink", "checkpoint-and-requeue"};
 constexpr std::array<std::string_view, 3> kNcclRepairs = {"auto", "shrink_grow", "reinit"};
+constexpr std::array<std::string_view, 2> kSlurmLaunchModes = {"mpirun", "srun"};
 constexpr std::array<std::string_view, 3> kTransports = {"tcp", "shm", "auto"};
 
 // Transports flashrec knows and refuses, and why: a ConfigError before launch, not a job that
@@ -191,6 +192,7 @@ const std::vector<Field<Detection>>& detection_fields() {
         {.key = "metrics", .member = &Detection::metrics},
         {.key = "metrics_port", .member = &Detection::metrics_port, .min = 0, .max = 65535},
         {.key = "pass_on_losses", .member = &Detection::pass_on_losses},
+        {.key = "node_timeout_ms", .member = &Detection::node_timeout_ms, .min = 1},
     };
     return fields;
 }
@@ -219,6 +221,7 @@ const std::vector<Field<Slurm>>& slurm_fields() {
         {.key = "drain_on_failure", .member = &Slurm::drain_on_failure},
         {.key = "drain_reason", .member = &Slurm::drain_reason},
         {.key = "when_spares_exhausted", .member = &Slurm::when_spares_exhausted, .choices = kSparePolicies},
+        {.key = "launch", .member = &Slurm::launch, .choices = kSlurmLaunchModes},
     };
     return fields;
 }
@@ -711,6 +714,11 @@ void validate(const Config& config, const Reader& reader, const std::vector<Faul
         check(!checkpoint.dir.empty(), "slurm.when_spares_exhausted",
               "is checkpoint-and-requeue, which needs checkpoint.dir (where the checkpoint for the requeued job "
               "is written)");
+    if (slurm.launch == "srun")
+        check(!config.recovery.spawn, "slurm.launch",
+              "is srun (direct launch), where MPI_Comm_spawn has no server to start a cold spare: set "
+              "recovery.spawn: false (when the hot spares run out, the launcher relaunches the job instead; "
+              "docs/slurm.md, \"Direct launch\")");
     try {
         (void)slurm::drain_reason(slurm.drain_reason, "node_lost", 1, "node1", "1");
     } catch (const Error& e) {
@@ -720,6 +728,10 @@ void validate(const Config& config, const Reader& reader, const std::vector<Faul
     check(detection.hang_timeout_ms > detection.heartbeat_ms, "detection.hang_timeout_ms",
           "must be > detection.heartbeat_ms = " + std::to_string(detection.heartbeat_ms) + ", got " +
               std::to_string(detection.hang_timeout_ms) + default_note("detection.hang_timeout_ms"));
+    check(detection.node_timeout_ms > 2 * detection.heartbeat_ms, "detection.node_timeout_ms",
+          "must be > 2 x detection.heartbeat_ms = " + std::to_string(2 * detection.heartbeat_ms) +
+              " (a node is lost only after its ranks missed more than one heartbeat), got " +
+              std::to_string(detection.node_timeout_ms) + default_note("detection.node_timeout_ms"));
     check(!detection.bind.empty(), "detection.bind", "must not be empty (an address or host name)");
     if (const auto problem = detector_problem(config.mpi))
         check(false, "mpi.detector_timeout_ms", *problem + default_note("mpi.detector_timeout_ms"));

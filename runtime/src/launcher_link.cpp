@@ -1,5 +1,6 @@
 #include "launcher_link.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,10 +22,17 @@ void LauncherLink::connect(const std::string& who, int world_rank, std::chrono::
     auto options = ft::HeartbeatClientOptions::from_environment(who, world_rank);
     if (!options) return;  // not started by flashrec-launch: no control plane
     options->period = period;
-    if (notices)
-        options->on_peer_lost = [sink = notices->loss_sink()](const ft::wire::MpiProcess& lost) {
-            sink(lost.nspace, lost.rank);
-        };
+    options->on_peer_lost = [sink = notices ? notices->loss_sink() : ft::ExitNotices::LossSink{},
+                             me = options->mpi_process](const ft::wire::MpiProcess& lost) {
+        // The launcher declared this very process lost (its node fell silent: frozen or cut off,
+        // now back). The others have repaired without it: it must not touch MPI again.
+        if (me && lost.nspace == me->nspace && lost.rank == me->rank) {
+            std::fprintf(stderr, "flashrec[pid %d]: the launcher declared this process lost (its node fell silent); "
+                                 "ending it\n", static_cast<int>(getpid()));
+            ::kill(::getpid(), SIGKILL);
+        }
+        if (sink) sink(lost.nspace, lost.rank);
+    };
     if (parked) progress.phase.store(ft::wire::Phase::parked);
     heartbeat_ = std::make_unique<ft::HeartbeatClient>(std::move(*options), progress);
 }

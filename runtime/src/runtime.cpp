@@ -15,6 +15,7 @@
 
 #include "flashrec/ft/checksum.hpp"
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/pmix_failure_events.hpp"
 #include "flashrec/ft/leaving.hpp"
 #include "flashrec/ft/ring_offer.hpp"
 #include "flashrec/runtime/interval_choice.hpp"
@@ -131,6 +132,10 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     if (provided < MPI_THREAD_MULTIPLE)
         throw Error("flashrec needs MPI_THREAD_MULTIPLE (replication runs on its own thread)");
+    // Nothing is sent before every process is out of MPI_Init (ft/pmix_failure_events.hpp).
+    if (ft::failure_events_kept_local())
+        if (const auto why = ft::fence_after_mpi_init())
+            throw Error("direct launch (FLASHREC_DIRECT_LAUNCH=1): the start-up fence failed: " + *why);
     MPI_Comm host = MPI_COMM_NULL;
     int on_host = 1;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
@@ -141,6 +146,10 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     int world_rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     exit_notices.emplace(world_rank == 0);
+    if (ft::failure_events_kept_local())
+        if (const auto why = ft::failure_events_interposer_unbound())
+            throw Error("direct launch (FLASHREC_DIRECT_LAUNCH=1): ULFM's failure events would reach Slurm's PMIx server, "
+                        "which ends the step on the first failure: " + *why + " (docs/ulfm-traps.md, trap 15)");
     detector = ft::read_in_band_detector();
     if (const auto interval = ft::ticker_interval(detector)) ticker.emplace(*interval);
     ft::leave_by_signal(detector.on);

@@ -25,6 +25,7 @@
 #include <random>
 #include <regex>
 #include <sstream>
+#include <map>
 #include <thread>
 
 using namespace flashrec::ft;
@@ -137,7 +138,7 @@ private:
 // A controller on an ephemeral loopback port, logging to its own temporary file.
 struct LiveController {
     explicit LiveController(milliseconds hang_timeout = 30s, milliseconds hello_timeout = 5s,
-                            std::size_t max_pending = 256) {
+                            std::size_t max_pending = 256, milliseconds node_timeout = 0ms) {
         static int serial = 0;
         log_path = std::filesystem::temp_directory_path() /
                    ("flashrec-cp-test-" + std::to_string(::getpid()) + "-" + std::to_string(serial++) + ".jsonl");
@@ -148,6 +149,7 @@ struct LiveController {
         options.check_period = check_period;
         options.hello_timeout = hello_timeout;
         options.max_pending_connections = max_pending;
+        options.node_timeout = node_timeout;
         options.event_log = std::make_shared<EventLog>(log_path);
         options.on_hung = [this](const RankIncident& incident) { hung.add(incident); };
         options.on_lost = [this](const RankIncident& incident) { lost.add(incident); };
@@ -1166,6 +1168,49 @@ TEST_CASE("direct feed: a role taken by another process while its connection is 
     after_exit.pid = 3003;
     REQUIRE(controller.feed_hello(after_exit));
     CHECK(live.superseded.count_for("dp1.tp0.pp0") == 1);
+}
+
+TEST_CASE("direct feed: a node whose ranks all fall silent while the others beat is lost; a HELLO from it later is refused") {
+    // The node timeout of a direct launch (launcher/node_liveness.hpp; its rule has scenario tests
+    // with a fake clock in test_node_liveness.cpp). Here: the controller acts on it.
+    LiveController live(30s, 5s, 256, 300ms);
+    Controller& controller = *live.controller;
+    const auto hello_on = [&](const std::string& role, std::uint32_t rank, const std::string& host) {
+        wire::Hello h = hello_for(live.token, role, static_cast<std::int32_t>(rank), wire::MpiProcess{"slurm.pmix.1.0", rank});
+        h.hostname = host;
+        h.pid = 5000 + static_cast<std::int32_t>(rank);
+        return h;
+    };
+    std::map<std::string, RankSlot> slots;
+    const std::vector<std::pair<std::string, std::string>> ranks = {
+        {"dp0.tp0.pp0", "node-a"}, {"dp1.tp0.pp0", "node-a"}, {"dp2.tp0.pp0", "node-b"}, {"dp3.tp0.pp0", "node-b"},
+        {"spare:0", "node-c"}};
+    for (std::uint32_t r = 0; r < ranks.size(); ++r) {
+        const auto slot = controller.feed_hello(hello_on(ranks[r].first, r, ranks[r].second));
+        REQUIRE(slot);
+        slots[ranks[r].first] = *slot;
+    }
+    // node-b falls silent; the others beat every 20 ms until it is declared lost (bounded wait).
+    const auto give_up = std::chrono::steady_clock::now() + 60s;
+    std::int64_t tag = 0;
+    while (live.lost.count_for("dp2.tp0.pp0") == 0 && std::chrono::steady_clock::now() < give_up) {
+        ++tag;
+        for (const auto& [role, host] : ranks)
+            if (host != "node-b") CHECK(controller.feed_heartbeat(slots[role], wire::Heartbeat{tag, wire::Phase::compute}));
+        controller.check_now();
+        std::this_thread::sleep_for(20ms);
+    }
+    REQUIRE(live.lost.count_for("dp2.tp0.pp0") == 1);
+    REQUIRE(live.lost.count_for("dp3.tp0.pp0") == 1);
+    CHECK(live.lost.first_for("dp2.tp0.pp0")->reason == IncidentReason::node_silent);
+    CHECK(live.lost.count_for("dp0.tp0.pp0") == 0);
+    CHECK(live.lost.count_for("spare:0") == 0);
+    CHECK(controller.rank("dp3.tp0.pp0")->status == RankStatus::lost);
+    CHECK(log_has(live.log_path, "node_lost", R"("node":"node-b")"));
+    // Thawed: its process says HELLO again. Refused; the node stays lost.
+    CHECK_FALSE(controller.feed_hello(hello_on("dp2.tp0.pp0", 2, "node-b")));
+    CHECK(controller.drop_count(DropReason::from_lost_node) == 1);
+    CHECK(controller.rank("dp2.tp0.pp0")->status == RankStatus::lost);
 }
 
 TEST_CASE("client options from the environment") {

@@ -3,7 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include "incidents.hpp"
+#include "failure_record.hpp"
 
 using namespace flashrec::launcher;
 using namespace std::chrono_literals;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "effect_queue.hpp"
 #include "exit_codes.hpp"
 #include "job_core.hpp"
 
@@ -28,8 +29,8 @@ int signalled(int sig) { return sig; }
 const std::vector<std::string> kRoles = {"dp0.tp0.pp0", "dp1.tp0.pp0", "dp2.tp0.pp0", "dp3.tp0.pp0"};
 
 // dp 4 on 2 nodes of 2 ranks, one hot spare; heartbeats every 100 ms, hangs after 1 s.
-Plan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slurm = false, int spare_nodes = 1) {
-    Plan plan;
+LaunchPlan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slurm = false, int spare_nodes = 1) {
+    LaunchPlan plan;
     auto& cfg = plan.cfg;
     cfg.job.name = "t-core";
     cfg.job.nodes = 2;
@@ -58,9 +59,9 @@ Plan plan_of(int warm_relaunches = 2, std::string checkpoint_dir = "", bool slur
 // The shell and the control plane, played by the test.
 class Harness {
 public:
-    explicit Harness(Plan p) : plan(std::move(p)), t0_(SteadyClock::now()), w0_(WallClock::now()) {}
+    explicit Harness(LaunchPlan p) : plan(std::move(p)), t0_(SteadyClock::now()), w0_(WallClock::now()) {}
 
-    Plan plan;
+    LaunchPlan plan;
     std::vector<RankInfo> ranks;    // the controller's view
     std::set<int> dead;             // pids whose process is gone
     std::optional<std::int64_t> checkpoint;  // what a teardown finds in checkpoint.dir
@@ -187,6 +188,7 @@ public:
 private:
     // The shell's side of the effects that report back.
     void run(const Effects& fx) {
+        check_effect_order(fx);  // every list in every scenario keeps the queue's rule
         for (const auto& e : fx) {
             effects.push_back(e);
             if (std::get_if<StartAttempt>(&e)) {
@@ -1071,7 +1073,7 @@ TEST_CASE("the spawn trap: PRRTE losing its daemon on the spare node during a re
 }
 
 TEST_CASE("no spare node left, checkpoint-and-requeue: a relaunch only writes a checkpoint, then the job is requeued") {
-    Plan plan = plan_of(2, "/ckpt", true, 0);
+    LaunchPlan plan = plan_of(2, "/ckpt", true, 0);
     plan.cfg.slurm.when_spares_exhausted = "checkpoint-and-requeue";
     Harness h(std::move(plan));
     h.checkpoint = 30;
@@ -1399,4 +1401,197 @@ TEST_CASE("summary: at k = 1 the step without a snapshot is not measured, and th
     CHECK(h.said("protection      every step"));
     CHECK(h.said("failure cost    0.0 steps replayed x 10.000 ms + restore (not measured: no in-job repair)"));
     CHECK(h.said("the step without a snapshot was not measured"));
+}
+
+// ------------------------------------------------------------------------------------------
+// issue 48: the decisions that were the shell's, the requeue's outcome, the phase table, the
+// order of effects
+
+namespace {
+// The first attempt starts, its ranks register and make `steps` steps.
+void start_and_run(Harness& h, std::int64_t steps) {
+    h.start();
+    h.register_all();
+    h.steps(0, steps);
+}
+}  // namespace
+
+TEST_CASE("moved decision: a silent rank is killed at once, as the core decides") {
+    Harness h(plan_of());
+    start_and_run(h, 10);
+    h.feed(HangReported{h.incident(kRoles[1], IncidentReason::no_heartbeat)});
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    CHECK(h.asked<KillRank>()[0].incident.role == kRoles[1]);
+    // The harness answers the kill as the shell does: a RankHung with its outcome.
+    REQUIRE(h.failures("hang_no_heartbeat").size() == 1);
+    CHECK(h.failures("hang_no_heartbeat")[0]["classification"] == "process_hang");
+    CHECK(h.logged("hang_kill").at(0)["result"] == "killed");
+}
+
+TEST_CASE("moved decision: a stalled rank reported by the control plane is confirmed before the kill") {
+    Harness h(plan_of());
+    start_and_run(h, 10);
+    h.of(kRoles[2]).hung = true;
+    h.feed(HangReported{h.incident(kRoles[2], IncidentReason::stalled)});
+    CHECK(h.asked<KillRank>().empty());
+    h.run_for(milliseconds(400));
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    CHECK(h.failures("hang_stalled").size() == 1);
+}
+
+TEST_CASE("moved decision: a superseded rank alive in this launcher's tree is killed and counted as a hang") {
+    Harness h(plan_of());
+    start_and_run(h, 10);
+    h.feed(RankSuperseded{h.incident(kRoles[1], IncidentReason::superseded), true});
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    CHECK(h.asked<KillRank>()[0].incident.reason == IncidentReason::superseded);
+    CHECK(h.failures("hang_no_heartbeat").size() == 1);
+    CHECK(h.failures("connection_lost").empty());
+}
+
+TEST_CASE("moved decision: a superseded rank already gone (or elsewhere) is a loss, not a hang") {
+    Harness h(plan_of());
+    start_and_run(h, 10);
+    h.of(kRoles[1]).status = RankStatus::lost;
+    h.dead.insert(h.of(kRoles[1]).pid);
+    h.feed(RankSuperseded{h.incident(kRoles[1], IncidentReason::superseded), false});
+    CHECK(h.asked<KillRank>().empty());
+    h.run_for(milliseconds(400));
+    CHECK(h.failures("hang_no_heartbeat").empty());
+    REQUIRE(h.failures("connection_lost").size() == 1);
+    CHECK(h.failures("connection_lost")[0]["role"] == kRoles[1]);
+}
+
+namespace {
+// No spare node left under checkpoint-and-requeue: the checkpoint-only relaunch wrote step 30.
+Harness requeue_job() {
+    LaunchPlan plan = plan_of(2, "/ckpt", true, 0);
+    plan.cfg.slurm.when_spares_exhausted = "checkpoint-and-requeue";
+    return Harness(std::move(plan));
+}
+void end_for_requeue(Harness& h) {
+    h.checkpoint = 30;
+    start_and_run(h, 30);
+    h.feed(DaemonLost{"fn2", "lost communication with a remote daemon"});
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(1));
+    h.tick();
+    die_at(h, 30, exited(0));
+    REQUIRE(h.asked<Finish>().size() == 1);
+    REQUIRE(h.asked<Finish>()[0].requeue_from == 30);
+}
+}  // namespace
+
+TEST_CASE("requeue outcome: Slurm refuses the requeue; job_end and the exit code both say 77 (issue 46 item 2)") {
+    Harness h = requeue_job();
+    end_for_requeue(h);
+    h.feed(RequeueDone{"scontrol: error: Requeue of job 42 is not allowed"});
+    h.effects = h.core->summary(h.now());
+    const auto end = h.logged("job_end");
+    REQUIRE(end.size() == 1);
+    CHECK(end[0]["outcome"] == "spares_exhausted");
+    CHECK(end[0]["exit_code"] == kExitNoSpares);
+    // What the shell exits with (supervise() returns the core's outcome code).
+    CHECK(h.core->outcome().exit_code == kExitNoSpares);
+    CHECK(end[0]["message"].get<std::string>().find("Slurm refused the requeue") != std::string::npos);
+}
+
+TEST_CASE("requeue outcome: Slurm requeues the job; job_end and the exit code both say 79") {
+    Harness h = requeue_job();
+    end_for_requeue(h);
+    h.feed(RequeueDone{});
+    h.effects = h.core->summary(h.now());
+    const auto end = h.logged("job_end");
+    REQUIRE(end.size() == 1);
+    CHECK(end[0]["outcome"] == "requeued");
+    CHECK(end[0]["exit_code"] == kExitRequeued);
+    CHECK(h.core->outcome().exit_code == kExitRequeued);
+}
+
+TEST_CASE("phase table: the moves it holds, and no other") {
+    using P = JobPhase;
+    const P all[] = {P::running, P::ending, P::stopping, P::awaiting_final_records, P::tearing_down, P::done};
+    int allowed = 0;
+    for (const P from : all)
+        for (const P to : all) {
+            allowed += phase_move_allowed(from, to);
+            if (phase_move_allowed(from, to)) CHECK_NOTHROW(check_phase_move(from, to));
+            else CHECK_THROWS_AS(check_phase_move(from, to), IllegalPhaseMove);
+        }
+    CHECK(allowed == 6 + 9);  // staying put, and the nine moves of the table
+    CHECK(phase_move_allowed(P::tearing_down, P::running));
+    CHECK_FALSE(phase_move_allowed(P::done, P::running));
+    CHECK_FALSE(phase_move_allowed(P::awaiting_final_records, P::running));
+    CHECK_FALSE(phase_move_allowed(P::stopping, P::ending));
+}
+
+TEST_CASE("phase table: an illegal move is a programming error the core refuses (starting a job that is over)") {
+    Harness h(plan_of());
+    h.start();
+    run_to_the_end(h, 0);
+    REQUIRE(h.core->phase() == JobPhase::done);
+    CHECK_THROWS_AS(h.core->start(false), IllegalPhaseMove);
+    CHECK(h.core->phase() == JobPhase::done);
+}
+
+TEST_CASE("effect order: first in, first out; a result's effects queue behind those waiting") {
+    EffectQueue q;
+    RankIncident incident;
+    incident.role = "dp0.tp0.pp0";
+    q.push({Say{"a"}, KillRank{incident}, Say{"b"}});
+    std::vector<std::string> done;
+    while (auto e = q.pop()) {
+        if (const auto* s = std::get_if<Say>(&*e)) done.push_back(s->line);
+        if (std::holds_alternative<KillRank>(*e)) {
+            done.push_back("kill");
+            q.push({Say{"after the kill"}});  // what the core answered to the kill's result
+        }
+    }
+    CHECK(done == std::vector<std::string>{"a", "kill", "b", "after the kill"});
+    CHECK(q.empty());
+}
+
+TEST_CASE("effect order: an attempt's or the job's boundary comes last, or the list is refused") {
+    EffectQueue q;
+    CHECK_THROWS_AS(q.push({StartAttempt{}, Say{"late"}}), EffectOrderError);
+    CHECK_THROWS_AS(q.push({TeardownAttempt{}, LogRecord{"x", {}}}), EffectOrderError);
+    CHECK_THROWS_AS(q.push({Finish{}, Finish{}}), EffectOrderError);
+    CHECK(q.empty());
+    CHECK_NOTHROW(q.push({Say{"x"}, TeardownAttempt{}}));
+    CHECK_NOTHROW(q.push({LogRecord{"x", {}}, Finish{}}));
+}
+
+TEST_CASE("effect order: a job death carried out through the queue, as the shell does, without re-entry") {
+    // The shell's loop over the real queue: an effect's result goes to the core, its effects queue.
+    Harness h(plan_of());
+    start_and_run(h, 10);
+    h.ranks_exit(RankStatus::lost);
+    EffectQueue q;
+    std::vector<std::string> carried;
+    auto feed = [&](const Input& input) { q.push(h.core->on(input, h.now())); };
+    feed(MpirunExited{exited(1)});
+    feed(Tick{h.ranks, {}, 0, {}});
+    while (auto e = q.pop()) {
+        if (const auto* r = std::get_if<LogRecord>(&*e)) carried.push_back(r->event);
+        if (std::holds_alternative<TeardownAttempt>(*e)) {
+            carried.push_back("TeardownAttempt");
+            TeardownDone done;
+            done.no_checkpoint_why = "no checkpoint in the test";
+            feed(done);
+        }
+        if (const auto* start = std::get_if<StartAttempt>(&*e)) {
+            carried.push_back("StartAttempt");
+            feed(AttemptStarted{902, {"fr-mpirun"}, h.now().steady});
+            CHECK(start->launch.relaunch);
+        }
+    }
+    const auto at = [&](const std::string& name) {
+        return std::find(carried.begin(), carried.end(), name) - carried.begin();
+    };
+    REQUIRE(at("launch") < static_cast<long>(carried.size()));
+    CHECK(at("mpirun_exited") < at("TeardownAttempt"));
+    CHECK(at("TeardownAttempt") < at("failure"));
+    CHECK(at("failure") < at("StartAttempt"));
+    CHECK(at("StartAttempt") < at("launch"));
+    CHECK(h.core->attempt().index == 2);
 }

@@ -3,7 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include "node_book.hpp"
+#include "job_nodes.hpp"
 
 using namespace flashrec::launcher;
 

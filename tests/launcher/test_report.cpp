@@ -3,7 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
-#include "report.hpp"
+#include "recovery_figures.hpp"
 
 using namespace flashrec::launcher;
 using flashrec::ft::records::Recovery;

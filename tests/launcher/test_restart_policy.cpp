@@ -5,7 +5,7 @@
 
 #include <sys/wait.h>
 
-#include "restart_policy.hpp"
+#include "death_policy.hpp"
 #include "exit_codes.hpp"
 
 using namespace flashrec::launcher;
@@ -58,7 +58,7 @@ TEST_CASE("observe_death: forced, then a lost node, then the ranks' request, the
 
 TEST_CASE("decide: a job lost is warm-relaunched, then restarted from HDF5, then given up (75)") {
     const Observation lost{Observed::job_ended_early, 0};
-    Decision d = decide(lost, budgets(0, 1), {});
+    Decision d = choose_restarts(lost, budgets(0, 1), {});
     CHECK(d.rule->classification == "job_lost");
     REQUIRE(d.steps.size() == 2);
     CHECK((d.steps[0].kind == Restart::warm_relaunch && !d.steps[0].refused));
@@ -66,14 +66,14 @@ TEST_CASE("decide: a job lost is warm-relaunched, then restarted from HDF5, then
     CHECK(d.exit_code == kExitNeedsRelaunch);
     CHECK(d.outcome == "relaunch_budget_spent");
 
-    d = decide(lost, budgets(1, 1, false), {});  // budget spent, no checkpoint.dir
+    d = choose_restarts(lost, budgets(1, 1, false), {});  // budget spent, no checkpoint.dir
     REQUIRE(d.steps.size() == 1);
     CHECK(d.steps[0].refused == "recovery.warm_relaunches spent");
     CHECK(d.message.find("recovery.warm_relaunches = 1") != std::string::npos);
 
     CHECK(d.message.find("no HDF5 checkpoint to fall back to") != std::string::npos);
 
-    d = decide(lost, budgets(1, 1, true, 2), {});  // both budgets spent
+    d = choose_restarts(lost, budgets(1, 1, true, 2), {});  // both budgets spent
     REQUIRE(d.steps.size() == 2);
     CHECK(d.steps[1].refused == "at most 2 HDF5 restarts per launch");
     // Not "no HDF5 checkpoint" when there was one and both restarts were used (issue 29's soak).
@@ -83,7 +83,7 @@ TEST_CASE("decide: a job lost is warm-relaunched, then restarted from HDF5, then
 
 TEST_CASE("decide: state lost in-job with every node alive tries a warm relaunch before HDF5") {
     const Observation lost{Observed::exit_code, 76};
-    Decision d = decide(lost, budgets(0, 1), {});
+    Decision d = choose_restarts(lost, budgets(0, 1), {});
     CHECK(d.warm_before_hdf5);
     REQUIRE(d.steps.size() == 2);
     CHECK(d.steps[0].kind == Restart::warm_relaunch);
@@ -91,18 +91,18 @@ TEST_CASE("decide: state lost in-job with every node alive tries a warm relaunch
     CHECK(d.outcome == "state_lost");
 
     // Not after a node loss, nor when this attempt was a warm relaunch that completed nothing.
-    d = decide(lost, budgets(0, 1), {false, false, true});
+    d = choose_restarts(lost, budgets(0, 1), {false, false, true});
     CHECK_FALSE(d.warm_before_hdf5);
     REQUIRE(d.steps.size() == 1);
     CHECK(d.steps[0].kind == Restart::cold_restart);
-    d = decide(lost, budgets(0, 1), {true, false, false});
+    d = choose_restarts(lost, budgets(0, 1), {true, false, false});
     CHECK_FALSE(d.warm_before_hdf5);
-    d = decide(lost, budgets(0, 1), {true, true, false});  // that relaunch made progress
+    d = choose_restarts(lost, budgets(0, 1), {true, true, false});  // that relaunch made progress
     CHECK(d.warm_before_hdf5);
 }
 
 TEST_CASE("decide: spares exhausted goes to HDF5 only, and says so without a checkpoint.dir") {
-    const Decision d = decide({Observed::exit_code, 77}, budgets(0, 1, false), {});
+    const Decision d = choose_restarts({Observed::exit_code, 77}, budgets(0, 1, false), {});
     CHECK(d.steps.empty());
     CHECK(d.exit_code == kExitNoSpares);
     CHECK(d.outcome == "spares_exhausted");
@@ -110,10 +110,10 @@ TEST_CASE("decide: spares exhausted goes to HDF5 only, and says so without a che
 }
 
 TEST_CASE("decide: a configuration the trainer refused stops (exit 2), nothing is tried") {
-    Decision d = decide({Observed::exit_code, 2}, budgets(0, 5), {});
+    Decision d = choose_restarts({Observed::exit_code, 2}, budgets(0, 5), {});
     CHECK(d.steps.empty());
     CHECK(d.exit_code == kExitUsage);
     CHECK(d.outcome == "failed");
-    d = decide({Observed::signal, 15}, budgets(0, 5), {});  // terminated
+    d = choose_restarts({Observed::signal, 15}, budgets(0, 5), {});  // terminated
     CHECK(d.exit_code == kExitFailed);
 }

@@ -19,17 +19,27 @@
 #   srun_launch      no failure: `srun flashrec-launch train.yaml` in a batch script, one task per
 #                    node, FLASHREC_BTL_IF unset; exactly one task (task 0) launches, the others
 #                    exit at once, and the launcher finds the nodes' subnet for MPI by itself
+#   direct           slurm.launch: srun (direct launch, no mpirun), a hot spare on the spare node,
+#                    no failure: the ranks are tasks of one srun --mpi=pmix step
+#   direct_ranks_of_node_hot  direct launch; the trainer ranks of one node are SIGKILLed: tier 1,
+#                    the hot spare on the spare node takes over, the step lives
+#   direct_node_loss direct launch; a whole active node is killed (cgroup.kill): tier 1 in-job
+#                    with the hot spare, no new MPI job
+#   direct_node_freeze direct launch; a whole active node is frozen (cgroup.freeze): lost by the
+#                    node timeout (detection.node_timeout_ms), tier 1 in-job with the hot spare;
+#                    thawed once the job recovered: its rank must not come back (a zombie)
 # FLASHREC_E2E_HANG_MS overrides detection.hang_timeout_ms (3000), e.g. to study a stall by hand.
 source "$(dirname "$0")/lib.sh"
-mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch> <flashrec-launch> <trainer>}
+mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss|direct_node_freeze> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
 trainer=$(realpath "${3:?trainer executable}")
 victim=frnode3  # an active node that is not the batch host (frnode1 runs the launcher)
 steps=300
 kill_after=80   # steps completed before the failure
 
-nodes=4 spare_nodes=1 policy=shrink hot_spares=0
+nodes=4 spare_nodes=1 policy=shrink hot_spares=0 launch=mpirun spawn=true
 [ "$mode" = ranks_of_node_hot ] && hot_spares=1
+[[ $mode == direct* ]] && launch=srun spawn=false hot_spares=1
 [ "$mode" = spares_exhausted ] && spare_nodes=0 policy=checkpoint-and-requeue
 [ "$mode" = shrink ] && spare_nodes=0
 cluster_up --nodes 5
@@ -41,7 +51,8 @@ launch: {program: $trainer}
 trainer: {model: {input: 16, hidden: 32, output: 4}, batch_per_rank: 8, lr: 0.01, log_every: 100}
 detection: {hang_timeout_ms: ${FLASHREC_E2E_HANG_MS:-3000}}
 checkpoint: {dir: $2, every_steps: 50}
-slurm: {when_spares_exhausted: $policy}
+slurm: {when_spares_exhausted: $policy, launch: $launch}
+recovery: {spawn: $spawn}
 YAML
 }
 
@@ -84,13 +95,15 @@ wait_until 90 "job $job past step $kill_after" progressed
 
 kill_ms=$(date +%s%3N)
 case $mode in
-    node_loss | spares_exhausted | shrink)
+    direct)
+        say "no failure (direct launch)" ;;
+    node_loss | spares_exhausted | shrink | direct_node_loss)
         "$TC/node.sh" kill "$victim" >/dev/null
         say "KILLED node $victim (every process on it)" ;;
-    node_freeze)
+    node_freeze | direct_node_freeze)
         "$TC/node.sh" freeze "$victim" >/dev/null
         say "FROZE node $victim (every process on it stopped)" ;;
-    ranks_of_node | ranks_of_node_hot)
+    ranks_of_node | ranks_of_node_hot | direct_ranks_of_node_hot)
         cg=$(source "$TC/common.sh" && frs_cgroup_root)/$victim
         ranks=()
         for pid in $(cat "$cg/cgroup.procs"); do
@@ -105,6 +118,12 @@ esac
 if [ "$mode" = spares_exhausted ]; then
     wait_until 90 "job $job requeued and started again" release_requeued "$job"
 fi
+if [ "$mode" = direct_node_freeze ]; then
+    recovered() { grep -aq 'RECOVERED tier' "$out"; }
+    wait_until 60 "job $job recovered in-job" recovered
+    "$TC/node.sh" thaw "$victim" >/dev/null
+    say "THAWED node $victim after the recovery"
+fi
 wait_until 150 "job $job finished" job_done "$job"
 [ "$mode" = node_freeze ] && "$TC/node.sh" thaw "$victim" >/dev/null
 say "job $job: $(job_state "$job")"
@@ -117,6 +136,17 @@ shm_clean "fr-e2e-$mode" "$job" || fail "30 s after the job's end, /dev/shm stil
 say "every node's /dev/shm is free of the job's segments"
 
 final=$(grep -a '^final_checksum=' "$out" | tail -n 1 | sed 's/^final_checksum=//')
+if [ "$mode" = direct ]; then
+    python3 - "$events" <<'PY' || fail "the event log shows no single srun --mpi=pmix start"
+import json, sys
+launches = [r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "launch"]
+assert len(launches) == 1 and launches[0]["command"][:4] == ["srun", "--mpi=pmix", "--no-kill", "--kill-on-bad-exit=0"], launches
+print("launch: " + " ".join(launches[0]["command"][:9]) + " ...")
+PY
+    [ "$final" = "$reference" ] || fail "final checksum $final differs from the failure-free run's $reference"
+    say "ok: direct launch (srun --mpi=pmix, no mpirun), checksum $final equal to the mpirun reference"
+    exit 0
+fi
 reason=$(timeout 10 sinfo -h -R -n "$victim" -o '%E')
 say "drained: $victim: \"$reason\" (sinfo -R)"
 [[ $reason == "flashrec: "*" at step "* ]] || fail "$victim is not drained with flashrec's reason"
@@ -146,6 +176,13 @@ if mode == "spares_exhausted":
     assert relayouts and relayouts[0]["doubled_up"] == [victim], "the lost node's ranks were not doubled up"
     print(f"checkpoint for requeue: step {req[0]['step']}; requeued; resumed from it")
     sys.exit(0)
+if mode == "direct_node_freeze":
+    lost = [r for r in recs if r["event"] == "node_lost" and r.get("node") == victim]
+    assert lost, f"no node_lost record for {victim}"
+    print(f"node_lost: {victim}, roles {lost[0]['roles']}, silent {lost[0]['silent_ms']} ms "
+          f"(node timeout {lost[0]['node_timeout_ms']} ms, {lost[0]['evidence_heartbeats']} heartbeats of evidence)")
+if mode.startswith("direct"):
+    assert len(launches) == 1, f"direct launch: {len(launches)} MPI jobs started; a hot spare was left, so 1 was expected"
 final_nodes = launches[-1].get("nodes") if len(launches) > 1 else None
 if mode == "shrink":
     assert relayouts and relayouts[0]["doubled_up"] == [victim], "the lost node's ranks were not doubled up"
@@ -166,10 +203,13 @@ if relaunch:
           f"(tier 2, warm relaunch; {r['steps_replayed']} step(s) replayed)")
 elif recovery:
     r = recovery[0]
-    if mode == "ranks_of_node_hot":
+    if mode in ("ranks_of_node_hot", "direct_ranks_of_node_hot", "direct_node_loss", "direct_node_freeze"):
         assert r["tier"] == 1 and r["replacement"] == "hot", f"expected a tier-1 hot-spare recovery, got {r['replacement']}"
     print(f"tier {r['tier']} in-job recovery ({r['replacement']}) in {r['total_ms']:.0f} ms: " +
           ", ".join(f"{k} {v:.0f}" for k, v in r["phases_ms"].items()))
+    print(f"IN-JOB RECOVERY: kill -> failure noticed {r['failure_noticed_unix_us'] / 1000 - kill_ms:.0f} ms, "
+          f"kill -> back in the training loop {r['back_in_loop_unix_us'] / 1000 - kill_ms:.0f} ms "
+          f"(tier {r['tier']}, {r['replacement']}; {len(launches)} MPI job(s) in all)")
 else:
     raise SystemExit("no recovery record")
 PY

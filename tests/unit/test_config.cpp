@@ -308,7 +308,7 @@ TEST_CASE("bad: unknown keys, with a suggestion when one is close") {
                 "is not a known key (it belongs in 'protection': protection.replicas)");
     check_error(
         "detection:\n  colour: blue\n", 2, "detection.colour",
-        "is not a known key (known: heartbeat_ms, hang_timeout_ms, startup_timeout_ms, bind, port, metrics, metrics_port, pass_on_losses)");
+        "is not a known key (known: heartbeat_ms, hang_timeout_ms, startup_timeout_ms, bind, port, metrics, metrics_port, pass_on_losses, node_timeout_ms)");
     CHECK(config::parse("trainer:\n  anything: goes\n  nested: {deep: [1]}\n", "t")
               .trainer["anything"]
               .as<std::string>() == "goes");
@@ -471,6 +471,22 @@ TEST_CASE("bad: Slurm policies that cannot work") {
     check_error("slurm:\n  drain_reason: 'flashrec {step'\n", 2, "slurm.drain_reason", "");
     CHECK_NOTHROW(flashrec::config::parse("slurm:\n  drain_reason: '{node} of job {job}: {classification} at {step}'\n",
                                           "train.yaml"));
+}
+
+TEST_CASE("slurm.launch: mpirun by default; srun (direct launch) only without spawned spares") {
+    CHECK(flashrec::config::parse("job:\n  name: t\n", "train.yaml").slurm.launch == "mpirun");
+    const auto direct = flashrec::config::parse("slurm:\n  launch: srun\nrecovery:\n  spawn: false\n", "train.yaml");
+    CHECK(direct.slurm.launch == "srun");
+    check_error("slurm:\n  launch: direct\n", 2, "slurm.launch", "must be one of mpirun, srun; got 'direct'");
+    // recovery.spawn defaults to true: refused at the line of slurm.launch, saying what to set.
+    check_error("slurm:\n  launch: srun\n", 2, "slurm.launch", "set recovery.spawn: false");
+}
+
+TEST_CASE("detection.node_timeout_ms: more than two heartbeats") {
+    CHECK(flashrec::config::parse("job:\n  name: t\n", "train.yaml").detection.node_timeout_ms == 1000);
+    check_error("detection:\n  heartbeat_ms: 100\n  node_timeout_ms: 200\n", 3, "detection.node_timeout_ms",
+                "must be > 2 x detection.heartbeat_ms = 200");
+    check_error("detection:\n  node_timeout_ms: 0\n", 2, "detection.node_timeout_ms", "must be >= 1, got 0");
 }
 
 TEST_CASE("bad: faults in the list") {

@@ -32,6 +32,9 @@ inline constexpr char kTestStopInRestore[] = "FLASHREC_TEST_STOP_IN_RESTORE";
 inline constexpr char kResume[] = "FLASHREC_RESUME";
 // Network interface(s) for mpirun's TCP BTL (read by tools/fr-mpirun); unset: its default.
 inline constexpr char kBtlIf[] = "FLASHREC_BTL_IF";
+// Set (to "1") for every task of a direct launch (launch.mode: srun, no mpirun): ULFM's failure
+// events stay inside the process, where Slurm's PMIx server cannot see them (ft/pmix_failure_events.hpp).
+inline constexpr char kDirectLaunch[] = "FLASHREC_DIRECT_LAUNCH";
 
 // --- read by the launcher or the ranks, set by the user or by tests ---
 

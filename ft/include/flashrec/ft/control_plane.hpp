@@ -1,6 +1,6 @@
 // The control plane's rank side: every trainer rank sends heartbeats (step tag + phase) and
 // typed records (records.hpp) over TCP to the controller inside flashrec-launch
-// (launcher/controller.hpp), which turns a hang into a report the launcher acts on. No MPI here.
+// (launcher/control/controller.hpp), which turns a hang into a report the launcher acts on. No MPI here.
 // Wire format, security model and hang rules: docs/control-plane.md.
 #pragma once
 #include "flashrec/ft/wire.hpp"

@@ -82,6 +82,10 @@ struct Detection {
     // The launcher passes a process's end (its control connection closed without BYE) to the
     // job's other processes, which hand it to ULFM: a path beside PRRTE's own notices.
     bool pass_on_losses = true;
+    // A node whose every rank fell silent this long while other nodes' heartbeats kept arriving
+    // is lost (the launcher's node liveness; direct launch, docs/slurm.md "Direct launch").
+    // Separate from hang_timeout_ms, which judges one rank's progress.
+    int node_timeout_ms = 1000;
 };
 
 // How the MPI job's processes talk (docs/config.md, "mpi"); tools/fr-mpirun turns it into MCA flags.
@@ -116,6 +120,10 @@ struct Slurm {
     bool drain_on_failure = true;
     std::string drain_reason = "flashrec: {classification} at step {step}";
     std::string when_spares_exhausted = "shrink";  // shrink | checkpoint-and-requeue
+    // Who starts the ranks inside an allocation: mpirun (PRRTE's daemons) or srun (direct
+    // launch: every rank and hot spare a task of one `srun --mpi=pmix` step; docs/slurm.md,
+    // "Direct launch"). srun needs recovery.spawn: false (no MPI_Comm_spawn without PRRTE).
+    std::string launch = "mpirun";
 };
 
 struct Logging {
