@@ -29,12 +29,9 @@ std::uint64_t failure_events_narrowed() { return narrowed.load(); }
 
 #if !FLASHREC_HAVE_PMIX
 
-namespace {
-constexpr const char* kNoPmixHeader = "flashrec was built without PMIx's header (pmix.h; scripts/setup.sh installs libpmix-dev)";
+std::optional<std::string> failure_events_interposer_unbound() {
+    return "flashrec was built without PMIx's header (pmix.h; scripts/setup.sh installs libpmix-dev)";
 }
-
-std::optional<std::string> failure_events_interposer_unbound() { return kNoPmixHeader; }
-std::optional<std::string> fence_after_mpi_init() { return kNoPmixHeader; }
 
 }  // namespace flashrec::ft
 
@@ -51,16 +48,6 @@ NotifyFn real_notify() {
 }
 
 }  // namespace
-
-std::optional<std::string> fence_after_mpi_init() {
-    // The PMIx client libmpi loaded (the one it initialised), not one flashrec might link.
-    using FenceFn = decltype(&PMIx_Fence);
-    const auto fence = reinterpret_cast<FenceFn>(dlsym(RTLD_DEFAULT, "PMIx_Fence"));
-    if (!fence) return "this process runs no PMIx client (PMIx_Fence not found)";
-    const pmix_status_t rc = fence(nullptr, 0, nullptr, 0);  // every process of this job, no data
-    if (rc != PMIX_SUCCESS) return "PMIx_Fence failed with PMIx status " + std::to_string(rc);
-    return std::nullopt;
-}
 
 std::optional<std::string> failure_events_interposer_unbound() {
     void* bound = dlsym(RTLD_DEFAULT, "PMIx_Notify_event");

@@ -132,10 +132,6 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     if (provided < MPI_THREAD_MULTIPLE)
         throw Error("flashrec needs MPI_THREAD_MULTIPLE (replication runs on its own thread)");
-    // Nothing is sent before every process is out of MPI_Init (ft/pmix_failure_events.hpp).
-    if (ft::failure_events_kept_local())
-        if (const auto why = ft::fence_after_mpi_init())
-            throw Error("direct launch (FLASHREC_DIRECT_LAUNCH=1): the start-up fence failed: " + *why);
     MPI_Comm host = MPI_COMM_NULL;
     int on_host = 1;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) == MPI_SUCCESS) {

@@ -34,12 +34,4 @@ std::optional<std::string> failure_events_interposer_unbound();
 // How many failure events this process kept local so far (for the log and the tests).
 std::uint64_t failure_events_narrowed();
 
-// Under direct launch, returns once every process of the job has returned from MPI_Init (a
-// PMIx fence over the job, through the process's own PMIx client); nullopt on success, else why
-// not. Open MPI 5.0.x adds MPI_COMM_WORLD to ob1 only after MPI_Init's own fence, and a process
-// that leaves that fence early may already send on it: the receiver, still in the fence,
-// crashed in mca_pml_ob1_recv_frag_callback_match (2 of 12 direct-launch starts; Slurm's fence
-// releases the nodes one by one, PRRTE's nearly at once). Call it before any MPI communication.
-std::optional<std::string> fence_after_mpi_init();
-
 }  // namespace flashrec::ft
