@@ -37,7 +37,9 @@
 #include "flashrec/ft/checksum.hpp"
 #include "flashrec/ft/comm.hpp"
 #include "flashrec/ft/snapshot.hpp"
-#include "flashrec/runtime/runtime_impl.hpp"
+#include "flashrec/flashrec.hpp"
+#include "flashrec/runtime/checkpointing.hpp"
+#include "flashrec/runtime/state_registry.hpp"
 
 namespace fs = std::filesystem;
 using namespace flashrec;

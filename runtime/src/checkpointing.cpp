@@ -58,7 +58,8 @@
 #include "flashrec/ft/checkpoint.hpp"
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/snapshot.hpp"
-#include "flashrec/runtime/runtime_impl.hpp"
+#include "flashrec/flashrec.hpp"
+#include "flashrec/runtime/state_registry.hpp"
 
 namespace flashrec::runtime {
 

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "flashrec/ft/snapshot.hpp"
-#include "flashrec/runtime/runtime_impl.hpp"
+#include "runtime_impl.hpp"
 #include "flashrec/runtime/spare_health.hpp"
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/leaving.hpp"
@@ -69,7 +69,7 @@ void Runtime::Impl::end_job(const std::string& why, int exit_code) {
     std::fflush(stderr);
     // The launcher acts on the exit code this process asks for (mpirun's own status says little
     // under ULFM): a typed record, written out before the process goes.
-    (void)emit_last(ft::records::EndingJob{exit_code, static_cast<std::int32_t>(getpid()), why}.to_json());
+    (void)launcher.emit_last(ft::records::EndingJob{exit_code, static_cast<std::int32_t>(getpid()), why}.to_json());
     // Parked hot spares leave too, released by every role that ends (the first release wins;
     // each goes out before its sender's connection closes). Without it a spare could take the
     // roles' exits for failures and start a repair of a job that ended on purpose: under plain
@@ -92,35 +92,35 @@ void Runtime::Impl::release_hot_spares() {
 recovery::Report Runtime::Impl::report() const {
     recovery::Report r;
     r.role = membership.role_index;
-    r.node = node_name;
-    r.id = process_id;
+    r.node = self.node_name;
+    r.id = self.process_id;
     r.step = step;
     r.slot = membership.role_index >= 0 ? membership.slot_of_role.at(static_cast<size_t>(membership.role_index))
                                         : membership.own_slot;
-    r.pristine = pristine;
+    r.pristine = loop.pristine;
     for (const auto& b : state.buffers())
         r.has_replicated = r.has_replicated || b.kind == Redundancy::replicated;
     if (membership.role_index < 0) {
         // Its admission check (docs/recovery.md, "Spare admission"): it answers (it is in this
         // exchange), its node's /dev/shm has room for a role's slots, its GPU works if it uses one.
-        r.shm_room = runtime::spare_health::shm_room(stores->blank_bytes(), hot_spare_index, spares::was_spawned());
+        r.shm_room = runtime::spare_health::shm_room(ring.stores->blank_bytes(), self.hot_spare_index, spares::was_spawned());
         if (const std::string gpu = runtime::DevicePath::check_gpu(); !gpu.empty())
             r.unhealthy = "its GPU check failed: " + gpu;
         return r;
     }
-    r.shm_need = static_cast<std::int64_t>(stores->store_bytes());
+    r.shm_need = static_cast<std::int64_t>(ring.stores->store_bytes());
     auto rejected_in = [&](const std::string& key) {
-        const auto it = rejected_versions.find(key);
-        return it == rejected_versions.end() ? std::set<std::int64_t>{} : it->second;
+        const auto it = ring.rejected_versions.find(key);
+        return it == ring.rejected_versions.end() ? std::set<std::int64_t>{} : it->second;
     };
-    r.own = recovery::committed_versions(cfg.job.name, own_segment(), rejected_in(own_segment()));
-    for (int owner : held_roles) {
-        const std::string key = held_segment(owner);
+    r.own = recovery::committed_versions(cfg.job.name, ring.own_segment(), rejected_in(ring.own_segment()));
+    for (int owner : ring.held_roles) {
+        const std::string key = ring.held_segment(owner);
         r.held.push_back({owner, recovery::committed_versions(cfg.job.name, key, rejected_in(key))});
     }
     // Own snapshots of the other roles on this node: a dead one's are served from here when its
     // ring copy died with its holder (issue 15, case 2).
-    r.local = recovery::node_local_copies(cfg.job.name, store_prefix(), shape, membership.role_index,
+    r.local = recovery::node_local_copies(cfg.job.name, ring.store_prefix(), shape, membership.role_index,
                                           membership.node_of_role, rejected_in);
     return r;
 }
@@ -155,7 +155,7 @@ std::vector<recovery::Report> Runtime::Impl::exchange_reports(const ft::Comm& co
     return reports;
 }
 
-std::optional<Runtime::Impl::Resume> Runtime::Impl::recover() {
+std::optional<Runtime::Impl::ResumePoint> Runtime::Impl::recover() {
     for (int attempt = 0;; ++attempt) {
         if (attempt >= cfg.recovery.max_epochs)
             end_job("in-job recovery failed " + std::to_string(attempt) +
@@ -177,7 +177,7 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::recover() {
     }
 }
 
-std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
+std::optional<Runtime::Impl::ResumePoint> Runtime::Impl::recovery_epoch() {
     timeline.begin();
     enter(Phase::recovery, step);
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
@@ -185,7 +185,7 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
     // threads of a failed one must not be able to block the process forever either.
     watchdog.arm("revoke", membership.epoch, budget);
     revoke_all();
-    retire_protection();
+    ring.retire(quarantine);
     timeline.mark("revoke");
 
     watchdog.arm("shrink", membership.epoch, budget);
@@ -208,8 +208,8 @@ std::optional<Runtime::Impl::Resume> Runtime::Impl::recovery_epoch() {
     if (to_spawn > 0) {
         watchdog.arm("spawn", membership.epoch, budget);
         const spares::SpawnCommand child =
-            spares::spawn_command(start_args, spares::this_executable(), std::getenv(ft::env::kSpareHost),
-                                  virtual_nodes, cfg.job.nodes, node_name);
+            spares::spawn_command(self.start_args, spares::this_executable(), std::getenv(ft::env::kSpareHost),
+                                  self.virtual_nodes, cfg.job.nodes, self.node_name);
         ft::Comm merged = spares::spawn_and_merge(survivors, to_spawn, child.argv, child.host);
         timeline.mark("spawn");
         std::int64_t e = membership.epoch;
@@ -234,7 +234,7 @@ void Runtime::Impl::join_as_spawned() {
     ft::check(MPI_Recv(&e, 1, MPI_INT64_T, 0, kEpochTag, merged.get(), MPI_STATUS_IGNORE),
               "MPI_Recv(epoch)", merged);
     membership.epoch = static_cast<int>(e);
-    process_id = (e + 1) * 1000000 + world_rank;
+    self.process_id = (e + 1) * 1000000 + self.world_rank;
     try {
         const auto reports = exchange_reports(merged, false);
         (void)adopt_plan(std::move(merged), reports, "spawned");  // its state arrives in loop_start; registers with the control plane as its role
@@ -250,9 +250,9 @@ void Runtime::Impl::join_as_spawned() {
     }
 }
 
-recovery::Outcome Runtime::Impl::decide(int me, const std::vector<recovery::Report>& reports,
+recovery::RepairOutcome Runtime::Impl::decide_repair(int me, const std::vector<recovery::Report>& reports,
                                         std::string replacement) {
-    recovery::Plan plan = recovery::make_plan(shape, reports);
+    recovery::Plan plan = recovery::plan_repair(shape, reports);
     note_rejected_spares(me, plan, reports);
     if (plan.version < 0) {
         // Some role's state is lost in memory everywhere: tier 3, everyone restores the newest
@@ -285,19 +285,18 @@ void Runtime::Impl::note_rejected_spares(int me, const recovery::Plan& plan,
         if (plan.role_of_process.at(static_cast<std::size_t>(me)) == 0) {
             log("spare " + std::to_string(spare.id) + " on " + spare.node + " failed its admission check (" +
                 rejected.reason + "): passed over");
-            emit(ft::records::SpareRejected{"spare:" + std::to_string(spare.id), spare.node, rejected.reason,
+            launcher.emit(ft::records::SpareRejected{"spare:" + std::to_string(spare.id), spare.node, rejected.reason,
                                             membership.epoch}
                      .to_json());
         }
     }
 }
 
-void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
+void Runtime::Impl::apply(ft::Comm next_universe, recovery::RepairOutcome outcome) {
     const recovery::Plan& plan = outcome.plan;
     const bool role_changed = membership.role_index != outcome.role;
     if (outcome.part == recovery::Part::recovered) {
-        restore_pending = true;
-        restore_version = plan.version;
+        takeover = plan;  // its state arrives in loop_start, once the trainer registered its buffers
         // Faults target whoever holds the role (docs/config.md): the replacement takes the
         // role's faults that lie beyond this failure. Those at or just after the furthest step
         // reached may have fired in the dead process already; they are not re-armed.
@@ -317,177 +316,44 @@ void Runtime::Impl::apply(ft::Comm next_universe, recovery::Outcome outcome) {
     membership.universe = std::move(next_universe);
     outcome.timeline = timeline;
     last_recovery = std::move(outcome);
-    blanks_taken_before_repair = stores->blanks_taken();  // the record counts this repair's
+    ring.blanks_taken_before_repair = ring.stores->blanks_taken();  // the record counts this repair's
     if (role_changed) connect_control_plane();
 }
 
-std::optional<Runtime::Impl::Resume> Runtime::Impl::adopt_plan(ft::Comm new_universe,
+std::optional<Runtime::Impl::ResumePoint> Runtime::Impl::adopt_plan(ft::Comm new_universe,
                                                               const std::vector<recovery::Report>& reports,
                                                               std::string replacement) {
     const auto budget = std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
     const int me = new_universe.rank();
-    apply(std::move(new_universe), decide(me, reports, std::move(replacement)));
+    apply(std::move(new_universe), decide_repair(me, reports, std::move(replacement)));
 
     watchdog.arm("rebuild", membership.epoch, budget);
     membership.build_communicators(shape, deadline());
     last_recovery->timeline.mark("rebuild");
-    std::optional<Resume> at;
-    if (membership.role_index >= 0 && !restore_pending) {
-        watchdog.arm("restore", membership.epoch, budget);
-        send_restore(last_recovery->plan);
-        at = finish_recovery();
-    } else if (membership.role_index < 0) {
-        (void)finish_recovery();  // an idle spare takes part in the restored-agree, then parks again
+    const recovery::Plan& plan = last_recovery->plan;
+    if (membership.role_index < 0) {
+        finish_recovery();  // an idle spare takes part in the restored-agree, then parks again
+        return std::nullopt;
     }
-    watchdog.disarm();
+    if (takeover) {  // a replacement: receives its state in loop_start (receive_state)
+        watchdog.disarm();
+        return std::nullopt;
+    }
+    watchdog.arm("restore", membership.epoch, budget);
+    restore_and_serve(plan);  // restore.cpp
+    const ResumePoint at{plan.version, plan.initial};
+    step = at.step;  // the live state is version R from here: a retried epoch reports it
+    finish_recovery();
     return at;
 }
 
-void Runtime::Impl::send_restore(const recovery::Plan& plan) {
-    const auto& buffers = state.buffers();
-    const std::string me = topology::role_key(coord());
-    if (plan.initial) {
-        step = plan.version;  // nothing changed state yet: the live buffers are the initial state
-        return;
-    }
-    if (plan.from_checkpoint) {
-        restore_checkpoint(me, plan.version);
-        step = plan.version;
-        return;
-    }
-    // Survivors: own state back to version R (a memcpy from node-local shared memory; device
-    // buffers: H2D on the GPU path) ... from the store this process keeps mapped when it has
-    // one (no page faults), else from the segments as they are. Either stays mapped while a
-    // send of a failed epoch may still read it (the quarantine).
-    // Host state is copied back in the pass that verifies it (the version is read once).
-    const auto committed_in = [&](const std::string& key, std::span<const std::span<std::byte>> into) {
-        if (auto store = stores->find(key)) {
-            quarantine.hold(store);
-            return into.empty() ? store->committed(plan.version) : store->copy_committed(plan.version, into);
-        }
-        const ft::SnapshotReader& reader =
-            quarantine.hold(std::make_unique<ft::SnapshotReader>(cfg.job.name, key));
-        return into.empty() ? reader.committed(plan.version) : reader.copy_committed(plan.version, into);
-    };
-    std::vector<std::span<std::byte>> live;
-    if (!state.has_device_buffers())
-        for (const auto& b : buffers) live.emplace_back(static_cast<std::byte*>(b.data), b.bytes);
-    const ft::SnapshotView mine = committed_in(own_segment(), live);
-    if (!mine.ok) throw ShardLost(me, plan.version, mine.problem);
-    std::vector<std::size_t> device_buffers;
-    std::vector<std::span<const std::byte>> device_sources;
-    for (size_t b = 0; b < buffers.size(); ++b) {
-        if (buffers[b].device >= 0) {
-            device_buffers.push_back(b);
-            device_sources.push_back(mine.buffers[b].bytes);
-            continue;
-        }
-        if (live.empty()) std::memcpy(buffers[b].data, mine.buffers[b].bytes.data(), buffers[b].bytes);
-    }
-    restore_device_buffers(device_buffers, device_sources);
-
-    // ... and the replacements' state from the snapshots kept here, tagged by buffer index.
-    // The requests stay with the buffers they read (the quarantine) if the wait is cut short.
-    ft::Transfers& transfers = quarantine.hold(std::make_unique<ft::Transfers>(membership.work));
-    std::vector<ft::SnapshotView> held_views;
-    for (const auto& rep : plan.replacements) {
-        if (rep.replicated_from == membership.role_index) {
-            for (size_t b = 0; b < buffers.size(); ++b) {
-                if (buffers[b].kind != Redundancy::replicated) continue;
-                // From the live buffer, just restored: it outlives any transfer. A device
-                // buffer from the snapshot it was restored from (the same bytes).
-                if (buffers[b].device >= 0)
-                    transfers.send(mine.buffers[b].bytes.data(), buffers[b].bytes, rep.role, static_cast<int>(b));
-                else
-                    transfers.send(buffers[b].data, buffers[b].bytes, rep.role, static_cast<int>(b));
-            }
-        }
-        if (rep.payload_from == membership.role_index) {
-            const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
-            // Sent straight from the held slot, or from the dead owner's own snapshot on this
-            // node (verified in full as it is read); kept beyond this call (the quarantine).
-            if (rep.payload_from_local)
-                log("serving " + owner + "'s state of version " + std::to_string(plan.version) +
-                    " from its own snapshot on this node (its process died, the node lives)");
-            held_views.push_back(committed_in(
-                rep.payload_from_local ? store_prefix() + owner : held_segment(rep.role), {}));
-            const auto& view = held_views.back();
-            if (!view.ok) throw ShardLost(owner, plan.version, view.problem);
-            // The sharded and envelope buffers, by region: a ring copy read back in ft's replica
-            // format; an own snapshot holds every buffer in registration order.
-            std::vector<std::span<const std::byte>> held;
-            if (rep.payload_from_local) {
-                for (size_t b = 0; b < buffers.size(); ++b)
-                    held.push_back(buffers[b].kind == Redundancy::replicated ? std::span<const std::byte>()
-                                                                             : view.buffers.at(b).bytes);
-            } else {
-                held = ft::payload_by_region(view, state.regions());
-            }
-            // Every sharded and envelope buffer, an empty shard too: its receive is posted.
-            for (size_t b = 0; b < buffers.size(); ++b)
-                if (buffers[b].kind != Redundancy::replicated)
-                    transfers.send(held[b].data(), held[b].size(), rep.role, static_cast<int>(b));
-        }
-    }
-    transfers.wait("restore");
-    step = plan.version;
-}
-
-void Runtime::Impl::receive_restore() {
-    const auto& buffers = state.buffers();
-    const auto& plan = last_recovery->plan;
-    const recovery::Replacement* mine = nullptr;
-    for (const auto& rep : plan.replacements)
-        if (rep.role == membership.role_index) mine = &rep;
-    if (!mine) throw Error("recovery: this process took role " + std::to_string(membership.role_index) +
-                           " but the plan has no restore sources for it");
-    if (plan.initial) {
-        // Nobody had changed state yet: build this role's initial state as the job's start did
-        // (the trainer initialised the buffers before loop_start; --resume reads the checkpoint).
-        if (resume_requested) restore_checkpoint(topology::role_key(coord()), plan.version);
-        step = restore_version;
-        restore_pending = false;
-        return;
-    }
-    if (plan.from_checkpoint) {
-        restore_checkpoint(topology::role_key(coord()), plan.version);
-        step = restore_version;
-        restore_pending = false;
-        return;
-    }
-    watchdog.arm("restore", membership.epoch, std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
-    ft::Transfers& transfers = quarantine.hold(std::make_unique<ft::Transfers>(membership.work));
-    // Device buffers arrive in host staging (MPI cannot write device memory here), quarantined
-    // like the requests: after a revoke, MPI may still write into a matched receive's buffer.
-    std::vector<std::size_t> device_buffers;
-    std::vector<std::span<const std::byte>> device_sources;
-    for (size_t b = 0; b < buffers.size(); ++b) {
-        const int source = buffers[b].kind == Redundancy::replicated ? mine->replicated_from
-                                                                       : mine->payload_from;
-        if (buffers[b].device >= 0) {
-            const std::span<std::byte> staging = quarantine.buffer(buffers[b].bytes);
-            device_buffers.push_back(b);
-            device_sources.emplace_back(staging.data(), staging.size());
-            transfers.receive(staging.data(), buffers[b].bytes, source, static_cast<int>(b));
-            continue;
-        }
-        transfers.receive(buffers[b].data, buffers[b].bytes, source, static_cast<int>(b));
-    }
-    transfers.wait("restore");
-    restore_device_buffers(device_buffers, device_sources);
-    step = restore_version;
-    restore_pending = false;
-}
-
-std::optional<Runtime::Impl::Resume> Runtime::Impl::finish_recovery() {
+void Runtime::Impl::finish_recovery() {
     membership.universe.agree(1, deadline());
     last_recovery->timeline.mark("restore");
     (void)device.take_nccl_build_ms();  // from here on: the rebuild after this repair
     watchdog.disarm();
     abandoned = false;
     ++membership.epoch;
-    if (membership.role_index < 0) return std::nullopt;
-    return Resume{last_recovery->plan.version, last_recovery->plan.initial};
 }
 
 void Runtime::Impl::emit_recovery_record() {
@@ -507,11 +373,11 @@ void Runtime::Impl::emit_recovery_record() {
     for (const auto& [name, ms] : done.phases) mine[name] = std::round(ms * 1000) / 1000;
     const nlohmann::json own = {{"role", topology::role_key(coord())},
                                 {"phases_ms", mine},
-                                {"slots_made_ahead", stores->blanks_taken() - blanks_taken_before_repair},
+                                {"slots_made_ahead", ring.stores->blanks_taken() - ring.blanks_taken_before_repair},
                                 {"noticed_unix_us", done.noticed_unix_us},
                                 {"in_loop_unix_us", done.in_loop_unix_us},
-                                {"steps_run", stats.step_ms.size()},
-                                {"median_step_ms", runtime::median(stats.step_ms)}};
+                                {"steps_run", interval.step_ms().size()},
+                                {"median_step_ms", runtime::median(interval.step_ms())}};
     std::vector<std::string> gathered;
     guarded([&] { gathered = ft::allgather_strings(membership.work, own.dump()); });
     timeline.noticed_unix_us = 0;  // the next failure's notice starts the next timeline
@@ -575,31 +441,31 @@ void Runtime::Impl::emit_recovery_record() {
     record.back_in_loop_unix_us = in_loop;     // the last rank back in the loop, state restored
     record.first_step_ms = max_phase.value("first_step", 0.0);
     record.slots_made_ahead = slots_made_ahead;
-    // Under auto: the k in use when the failure came (resume() has set the start value since).
-    record.protection_every = cfg.protection.every_auto() ? interval.before_resume : cfg.protection.every;
-    if (const auto replay = runtime::replay_cost_ms(plan.steps_replayed, median_step_ms))
-        record.replay_ms = std::round(*replay * 1000) / 1000;
+    // Under auto: the k in use when the failure came (resume_at() has set the start value since).
+    record.protection_every = interval.every_before_resume();
+    if (const auto replay_ms = runtime::replay_cost_ms(plan.steps_replayed, median_step_ms))
+        record.replay_ms = std::round(*replay_ms * 1000) / 1000;
     if (noticed > 0 && in_loop > noticed)
         record.notice_to_loop_ms = std::round(static_cast<double>(in_loop - noticed)) / 1e3;
-    emit(record.to_json());
+    launcher.emit(record.to_json());
     last_recovery.reset();
 }
 
-Runtime::Impl::Resume Runtime::Impl::warm_restore() {
+Runtime::Impl::ResumePoint Runtime::Impl::warm_restore() {
     // Tier 2: a new MPI job in the same allocation. Every role finds its state in the node-local
     // snapshots the old job left: its own, or a ring replica on another node (docs/ARCHITECTURE.md, "Tiers").
     timeline.begin();
     // The launcher may have moved roles between nodes (a lost node's roles onto a spare, or
     // doubled up on survivors), so the ring of the old job is not this job's: offer every
     // replica this node holds for this role's key, whoever its owner is.
-    held_roles.clear();
+    ring.held_roles.clear();
     const std::string me = topology::role_key(coord());
     for (int owner = 0; owner < shape.size(); ++owner)
         if (owner != membership.role_index &&
-            recovery::committed_versions(cfg.job.name, held_segment(owner)).newest >= 0)
-            held_roles.push_back(owner);
+            recovery::committed_versions(cfg.job.name, ring.held_segment(owner)).newest >= 0)
+            ring.held_roles.push_back(owner);
     // Stale segments of roles that moved (issue 15, case 3) may sit here under this node's name:
-    // make_plan's relaunch mode uses this node's own copy only when it has the version chosen.
+    // plan_repair's relaunch mode uses this node's own copy only when it has the version chosen.
     watchdog.arm("relaunch-exchange", membership.epoch,
                  std::chrono::milliseconds(cfg.recovery.phase_deadline_ms));
     // Plan, then verify every byte this process will send or restore from; a copy that fails
@@ -609,7 +475,7 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
     recovery::Plan plan;
     for (int round = 0;; ++round) {
         const auto reports = exchange_reports(membership.work, false);
-        plan = recovery::make_plan(shape, reports, recovery::Mode::relaunch);
+        plan = recovery::plan_repair(shape, reports, recovery::Mode::relaunch);
         if (plan.version < 0 || plan.initial) break;
         const std::string bad = verify_restore_sources(plan);
         int all_good = bad.empty() ? 1 : 0;
@@ -619,7 +485,7 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
         if (round >= 16) end_job("warm relaunch: snapshot copies kept failing verification", ft::kExitStateLost);
     }
     timeline.mark("exchange");
-    recovery::Outcome outcome;
+    recovery::RepairOutcome outcome;
     outcome.tier = 2;
     if (plan.version < 0) {
         std::string why;
@@ -638,7 +504,6 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
     outcome.part = mine ? recovery::Part::recovered : recovery::Part::survivor;
     outcome.replacement = "relaunch";
     outcome.plan = plan;
-    restore_version = plan.version;
     outcome.timeline = timeline;
     last_recovery = std::move(outcome);
     // Tests: "during a restore" (tests/recovery/disruption_matrix.py) is here, after the plan and
@@ -651,8 +516,8 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
     // verifies then (the older slot, another copy, HDF5). A named end with 75 and its record,
     // in every process, never an exception out of the trainer's loop (issue 29, item 2).
     try {
-        if (mine) receive_restore();
-        else send_restore(plan);
+        if (mine) receive_state(plan);
+        else restore_and_serve(plan);
         membership.work.agree(1, deadline());
     } catch (const Error& e) {
         end_job("warm relaunch: restoring version " + std::to_string(plan.version) +
@@ -667,7 +532,7 @@ Runtime::Impl::Resume Runtime::Impl::warm_restore() {
         log("warm relaunch: restored version " + std::to_string(plan.version) + " (" +
             std::to_string(plan.replacements.size()) + " role(s) from ring replicas" +
             (plan.from_checkpoint ? ", from the HDF5 checkpoint" : "") + ")");
-    return Resume{plan.version, plan.initial};
+    return ResumePoint{plan.version, plan.initial};
 }
 
 std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
@@ -678,10 +543,10 @@ std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
         replaced = replaced || rep.role == membership.role_index;
         if (rep.payload_from == membership.role_index) {
             const std::string owner = topology::role_key(topology::coord_of(shape, rep.role));
-            sources.emplace_back(held_segment(rep.role), "the ring copy of " + owner);
+            sources.emplace_back(ring.held_segment(rep.role), "the ring copy of " + owner);
         }
     }
-    if (!replaced) sources.emplace_back(own_segment(), "the own snapshot of " + me);
+    if (!replaced) sources.emplace_back(ring.own_segment(), "the own snapshot of " + me);
     std::string bad;
     for (const auto& [key, what] : sources) {
         std::string problem;
@@ -692,11 +557,11 @@ std::string Runtime::Impl::verify_restore_sources(const recovery::Plan& plan) {
             problem = e.what();
         }
         if (problem.empty()) continue;
-        rejected_versions[key].insert(plan.version);
+        ring.rejected_versions[key].insert(plan.version);
         const std::string line = what + ", version " + std::to_string(plan.version) +
-                                 " on node " + node_name + ", failed verification (" + problem + ")";
+                                 " on node " + self.node_name + ", failed verification (" + problem + ")";
         log("warm relaunch: " + line + "; not using it, planning again without it");
-        send_event({{"event", "snapshot_rejected"}, {"role", me}, {"store", key},
+        launcher.send_event({{"event", "snapshot_rejected"}, {"role", me}, {"store", key},
                     {"version", plan.version}, {"problem", problem}});
         bad += (bad.empty() ? "" : "; ") + line;
     }
@@ -709,17 +574,16 @@ void Runtime::Impl::park_until_needed() {
         std::fprintf(stderr, "flashrec[spare pid %d]: %s\n", pid, line.c_str());
     });
     while (membership.role_index < 0) {
-        if (spares::park(membership.universe, blanks_made ? spares::SlotSizesHandler{} : [this](const auto& slots) {
-                make_blank_slots(slots);
+        if (spares::park(membership.universe, ring.blanks_made() ? spares::SlotSizesHandler{} : [this](const auto& slots) {
+                ring.make_blank_slots(slots, "spare" + std::to_string(self.process_id));
             }) == spares::Wake::released) {
-            stores->drop_blanks();
-            if (blank_maker.joinable()) blank_maker.join();  // unlinks what it was making
+            ring.drop_blanks();
             if (nccl_warmer.joinable()) nccl_warmer.join();
             log("released at the end of the job; this hot spare was not needed");
-            emit(ft::records::SpareReleased{static_cast<std::int32_t>(getpid())}.to_json());
+            launcher.emit(ft::records::SpareReleased{static_cast<std::int32_t>(getpid())}.to_json());
             // The trainer never runs on this process: leave like a finished job (BYE first,
             // so the launcher does not count a lost spare).
-            heartbeat.reset();
+            launcher.disconnect();
             membership.universe = ft::Comm();
             membership.work = ft::Comm();
             mpi.finalize();
@@ -729,24 +593,6 @@ void Runtime::Impl::park_until_needed() {
     }
     // A role now: its first step builds the real communicator, after the set-up it waited for.
     if (nccl_warmer.joinable()) nccl_warmer.join();
-}
-
-void Runtime::Impl::make_blank_slots(const std::vector<std::size_t>& slot_bytes) {
-    blanks_made = true;
-    // On a thread of its own at the lowest priority: the spare stays responsive to a failure
-    // meanwhile (a takeover uses whatever is made by then), and the job's ranks may share
-    // this node's cores (nice values are per thread; the main thread becomes the trainer's).
-    blank_maker = std::jthread([pool = stores, job = cfg.job.name, tag = "spare" + std::to_string(process_id),
-                                slot_bytes] {
-        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
-        try {
-            pool->make_blanks(job, tag, slot_bytes);
-        } catch (const Error& e) {
-            // Not fatal: a role this spare takes over makes its slots then.
-            std::fprintf(stderr, "flashrec[spare pid %d]: could not make snapshot slots ahead: %s\n",
-                         static_cast<int>(getpid()), e.what());
-        }
-    });
 }
 
 }  // namespace flashrec

@@ -97,7 +97,7 @@ int admissible_spares(const std::vector<Report>& reports) {
     return n;
 }
 
-Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports, Mode mode) {
+Plan plan_repair(const topology::Shape& shape, const std::vector<Report>& reports, Mode mode) {
     Plan plan;
     bool has_replicated = false;
     std::int64_t furthest_step = -1;
@@ -222,7 +222,7 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
                     missing = "its own snapshot";
                 }
             } else if (mode == Mode::in_job && process_of[static_cast<size_t>(r)] >= 0) {
-                // In-job a live process restores only from its own snapshots (send_restore). It
+                // In-job a live process restores only from its own snapshots (restore_and_serve). It
                 // has none when a failure cut short the protection of the first version before
                 // its own copy committed, though a ring holder's copy of it may have: then no
                 // version is complete, and if nobody changed state yet the plan is the initial one.
@@ -303,8 +303,8 @@ Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports,
     return plan;
 }
 
-Outcome outcome_of(Plan plan, int process, int current_role, std::string replacement) {
-    Outcome o;
+RepairOutcome outcome_of(Plan plan, int process, int current_role, std::string replacement) {
+    RepairOutcome o;
     o.role = plan.role_of_process.at(static_cast<std::size_t>(process));
     o.part = o.role < 0 ? Part::spare : current_role < 0 ? Part::recovered : Part::survivor;
     o.tier = plan.from_checkpoint ? 3 : 1;

@@ -17,8 +17,9 @@
 #include "flashrec/ft/contract.hpp"
 #include "flashrec/ft/pmix_failure_events.hpp"
 #include "flashrec/ft/leaving.hpp"
+#include "flashrec/ft/ring_offer.hpp"
 #include "flashrec/runtime/interval_choice.hpp"
-#include "flashrec/runtime/runtime_impl.hpp"
+#include "runtime_impl.hpp"
 #include "flashrec/spares/spares.hpp"
 
 #if FLASHREC_WITH_CUDA
@@ -31,19 +32,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::uint64_t splitmix64(std::uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 // `--config <file>` / `--fault <spec>` from argv; the rest is the trainer's.
 struct CommandLine {
     std::string config_path;
     std::vector<std::string> faults;
     std::string node;  // --flashrec-node: set by the parents of a spawned replacement
-    bool resume = false;  // --resume: start from the newest HDF5 checkpoint
+    bool from_checkpoint = false;  // --resume: start from the newest HDF5 checkpoint
 };
 
 CommandLine read_command_line(int argc, char** argv) {
@@ -59,7 +53,7 @@ CommandLine read_command_line(int argc, char** argv) {
         else if (arg == "--fault") cl.faults.push_back(value("--fault"));
         else if (arg.rfind("--fault=", 0) == 0) cl.faults.push_back(arg.substr(8));
         else if (arg == "--flashrec-node") cl.node = value("--flashrec-node");
-        else if (arg == "--resume") cl.resume = true;
+        else if (arg == "--resume") cl.from_checkpoint = true;
     }
     if (cl.config_path.empty()) {
         if (const char* env = std::getenv(ft::env::kConfig)) cl.config_path = env;
@@ -120,59 +114,13 @@ std::vector<int> roles_from_launcher(const std::string& text, int roles) {
 }  // namespace
 
 // --- GPU path ---------------------------------------------------------------------------------
-// runtime::DevicePath (device_path.cpp) holds everything CUDA-specific; these bind it to this
-// process's buffers and step. Host buffers never come this way.
+// runtime::DevicePath (device_path.cpp) holds everything CUDA-specific; host buffers never go there.
 
 runtime::DevicePath::Step Runtime::Impl::device_step() {
     return {membership.dp, membership.epoch, deadline(), abandoned,
             [this](const std::exception& e) { on_failure(e); }, &membership.tp, &membership.pp,
             ft::parse_nccl_repair(cfg.recovery.nccl_repair)};
 }
-
-bool Runtime::Impl::is_device_pointer(const void* data) const { return device.is_device_pointer(data); }
-
-void Runtime::Impl::restore_device_buffers(const std::vector<std::size_t>& which,
-                                           const std::vector<std::span<const std::byte>>& sources) {
-    device.restore(state.buffers(), which, sources);
-}
-
-std::vector<std::byte> Runtime::Impl::read_device_buffer(std::size_t b) {
-    return device.read(state.buffers(), b);
-}
-
-void Runtime::Impl::restore_checkpoint(const std::string& role_key, std::int64_t version) {
-    const auto& buffers = state.buffers();
-    if (!state.has_device_buffers()) {
-        runtime::Checkpointer::restore(cfg, buffers, role_key, version);
-        return;
-    }
-    // HDF5 reads into host memory: device buffers go through host staging.
-    std::vector<ProtectedBuffer> through_host = buffers;
-    std::vector<std::vector<std::byte>> host;
-    host.reserve(buffers.size());
-    std::vector<std::size_t> which;
-    std::vector<std::span<const std::byte>> sources;
-    for (std::size_t b = 0; b < buffers.size(); ++b) {
-        if (buffers[b].device < 0) continue;
-        host.emplace_back(buffers[b].bytes);
-        through_host[b].data = host.back().data();
-        through_host[b].device = -1;
-        which.push_back(b);
-        sources.emplace_back(host.back().data(), host.back().size());
-    }
-    runtime::Checkpointer::restore(cfg, through_host, role_key, version);
-    restore_device_buffers(which, sources);
-}
-
-void Runtime::Impl::abort_device_collectives() noexcept { device.abort(); }
-
-bool Runtime::Impl::device_reduce_scatter(std::span<const float> grads, std::span<float> shard) {
-    return device.reduce_scatter(device_step(), grads, shard);
-}
-
-bool Runtime::Impl::device_allgather(std::span<float> full) { return device.allgather(device_step(), full); }
-
-bool Runtime::Impl::device_allreduce(std::span<float> data) { return device.allreduce(device_step(), data); }
 
 // ---------------------------------------------------------------------------------------------
 
@@ -221,7 +169,7 @@ MpiSession::~MpiSession() {
 
 Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     : mpi(argc, argv) {
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_rank(MPI_COMM_WORLD, &self.world_rank);
     const CommandLine cl = read_command_line(argc, argv);
     const std::string path = config_path.empty() ? cl.config_path : config_path;
     if (path.empty())
@@ -233,33 +181,32 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         config::validate_fault(cfg.faults.back(), cfg.job, "--fault", cfg.protection);
     }
     shape = {cfg.job.dp, cfg.job.tp, cfg.job.pp};
-    resume_requested = cl.resume || std::getenv(ft::env::kResume) != nullptr;
-    relaunched = std::getenv(ft::env::kRelaunch) != nullptr;
-    fresh_snapshots = !relaunched;
-    pristine = !relaunched;
+    started.from_checkpoint = cl.from_checkpoint || std::getenv(ft::env::kResume) != nullptr;
+    started.relaunched = std::getenv(ft::env::kRelaunch) != nullptr;
+    ring.fresh_snapshots = !started.relaunched;
+    loop.pristine = !started.relaunched;
     timeline.debug = cfg.logging.level == "debug";
     cfg.mpi = config::with_environment(cfg.mpi, [](const char* name) { return std::getenv(name); });
     const bool shared_memory = cfg.mpi.transport != "tcp";
     for (const auto& problem : {ft::detector_mismatch(shared_memory && cfg.mpi.detector, mpi.detector),
                                 ft::exits_unseen(shared_memory, mpi.detector.on, *mpi.exit_notices)})
-        if (problem && world_rank == 0)
+        if (problem && self.world_rank == 0)
             std::fprintf(stderr, "flashrec[pid %d]: warning: %s\n", static_cast<int>(getpid()), problem->c_str());
 
-    for (int i = 0; i < argc; ++i) start_args.emplace_back(argv[i]);
+    for (int i = 0; i < argc; ++i) self.start_args.emplace_back(argv[i]);
     faults = runtime::FaultInjector(cfg.faults, !spares::was_spawned());
-    faults.announce_to([this](const ft::records::FaultInjected& f) { emit(f.to_json(), true); });
+    faults.announce_to([this](const ft::records::FaultInjected& f) { launcher.emit(f.to_json(), true); });
     watchdog.before_exit([this](const std::string& why, int code) {
-        (void)emit_last(ft::records::EndingJob{code, static_cast<std::int32_t>(getpid()), why}.to_json());
+        (void)launcher.emit_last(ft::records::EndingJob{code, static_cast<std::int32_t>(getpid()), why}.to_json());
     });
     if (spares::was_spawned()) {
         // A cold spare: the survivors started this process to take a dead role.
-        original = false;
-        node_name = cl.node;
+        self.node_name = cl.node;
         join_as_spawned();
         return;
     }
     membership.universe = ft::Comm::dup_world("universe");
-    process_id = world_rank;
+    self.process_id = self.world_rank;
     const int expected = shape.size() + cfg.job.hot_spares;
     if (membership.universe.size() != expected)
         throw ConfigError(cfg.path, 0, "job",
@@ -267,8 +214,8 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
                               std::to_string(cfg.job.hot_spares) + " hot spares = " +
                               std::to_string(expected) + " processes, but the job has " +
                               std::to_string(membership.universe.size()));
-    const std::vector<std::string> names = node_names(membership.universe, cfg.job, virtual_nodes);
-    node_name = names[static_cast<size_t>(world_rank)];
+    const std::vector<std::string> names = node_names(membership.universe, cfg.job, self.virtual_nodes);
+    self.node_name = names[static_cast<size_t>(self.world_rank)];
     std::map<std::string, int> node_id;
     std::vector<int> active_nodes;
     for (int p = 0; p < shape.size(); ++p)
@@ -289,8 +236,8 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     membership.slot_of_role.assign(static_cast<size_t>(shape.size()), 0);
     for (int p = 0; p < shape.size(); ++p)
         membership.slot_of_role[static_cast<size_t>(role_of_process[static_cast<size_t>(p)])] = slot_of_process(p);
-    membership.own_slot = slot_of_process(world_rank);
-    if (world_rank < shape.size()) membership.role_index = role_of_process[static_cast<size_t>(world_rank)];
+    membership.own_slot = slot_of_process(self.world_rank);
+    if (self.world_rank < shape.size()) membership.role_index = role_of_process[static_cast<size_t>(self.world_rank)];
     spare_pool.assign_range(shape.size(), membership.universe.size());
 
     config::Fault me;
@@ -299,8 +246,8 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
         me.dp = c.dp, me.tp = c.tp, me.pp = c.pp;
     } else {
         me.spare = true;
-        me.spare_index = world_rank - shape.size();
-        hot_spare_index = me.spare_index;
+        me.spare_index = self.world_rank - shape.size();
+        self.hot_spare_index = me.spare_index;
     }
     faults.set_identity(me);
     membership.build_communicators(shape, deadline());
@@ -330,99 +277,31 @@ ft::wire::Phase wire_phase(Phase p) {
 }  // namespace
 
 void Runtime::Impl::enter(Phase p, std::int64_t tag) {
-    progress.phase.store(wire_phase(p), std::memory_order_relaxed);
-    progress.step_tag.store(tag, std::memory_order_relaxed);
+    launcher.progress.phase.store(wire_phase(p), std::memory_order_relaxed);
+    launcher.progress.step_tag.store(tag, std::memory_order_relaxed);
     faults.at(step, static_cast<config::Phase>(p));
 }
 
 void Runtime::Impl::connect_control_plane() {
     const std::string who = membership.role_index >= 0 ? topology::role_key(coord())
-                                            : "spare:" + std::to_string(process_id);
-    heartbeat.reset();
-    auto options = ft::HeartbeatClientOptions::from_environment(who, world_rank);
-    if (!options) return;  // not started by flashrec-launch: no control plane
-    options->period = std::chrono::milliseconds(cfg.detection.heartbeat_ms);
-    options->on_peer_lost = [sink = mpi.exit_notices ? mpi.exit_notices->loss_sink() : ft::ExitNotices::LossSink{},
-                             me = options->mpi_process](const ft::wire::MpiProcess& lost) {
-        // The launcher declared this very process lost (its node fell silent: frozen or cut off,
-        // now back). The others have repaired without it: it must not touch MPI again.
-        if (me && lost.nspace == me->nspace && lost.rank == me->rank) {
-            std::fprintf(stderr, "flashrec[pid %d]: the launcher declared this process lost (its node fell silent); "
-                                 "ending it\n", static_cast<int>(getpid()));
-            ::kill(::getpid(), SIGKILL);
-        }
-        if (sink) sink(lost.nspace, lost.rank);
-    };
-    if (membership.role_index < 0) progress.phase.store(ft::wire::Phase::parked);
-    heartbeat = std::make_unique<ft::HeartbeatClient>(std::move(*options), progress);
-}
-
-void Runtime::Impl::send_event(const nlohmann::json& record) {
-    if (heartbeat) heartbeat->send_event(record);
-}
-
-bool Runtime::Impl::emit_last(const nlohmann::json& record) {
-    std::fprintf(stderr, "%s\n", ft::records::event_line(record).c_str());
-    std::fflush(stderr);
-    if (!heartbeat) return true;
-    const bool acknowledged = heartbeat->send_final(record, std::chrono::milliseconds(ft::kRecordAckLimitMs));
-    if (!acknowledged)
-        log("flashrec-launch did not acknowledge this process's " + record.value("event", std::string("?")) +
-            " record within " + std::to_string(ft::kRecordAckLimitMs) + " ms; leaving anyway");
-    return acknowledged;
-}
-
-void Runtime::Impl::emit(const nlohmann::json& record, bool before_exit) {
-    std::fprintf(stderr, "%s\n", ft::records::event_line(record).c_str());
-    std::fflush(stderr);
-    if (!heartbeat) return;
-    heartbeat->send_event(record);
-    if (before_exit) heartbeat->flush(std::chrono::milliseconds(500));
-}
-
-void Runtime::Impl::retire_protection() {
-    if (!protection) return;
-    protection->abort();
-    quarantine.epoch_aborted();
-    quarantine.hold(std::move(protection));
+                                                        : "spare:" + std::to_string(self.process_id);
+    launcher.connect(who, self.world_rank, std::chrono::milliseconds(cfg.detection.heartbeat_ms),
+                     mpi.exit_notices ? &*mpi.exit_notices : nullptr, membership.role_index < 0);
 }
 
 void Runtime::Impl::revoke_all() noexcept {
-    abort_device_collectives();  // first: DP peers waiting in NCCL for this process abort now
-    if (protection) protection->abort();
+    device.abort();  // first: DP peers waiting in NCCL for this process abort now
+    if (ring.protection) ring.protection->abort();
     if (checkpointer) checkpointer->abort();
     membership.revoke_all();
 }
 
 namespace {
-std::string serialize(const ft::SnapshotLayout& layout) {
-    std::string s;
-    for (const auto& b : layout) s += b.name + "\t" + std::to_string(b.bytes) + "\n";
-    return s;
-}
-
-// Throws Error on a malformed text: a collective that a failure interrupted can complete on
-// some processes with a dead peer's part left blank.
-ft::SnapshotLayout deserialize(const std::string& text) {
-    ft::SnapshotLayout layout;
-    size_t pos = 0;
-    while (pos < text.size()) {
-        const size_t tab = text.find('\t', pos), nl = text.find('\n', tab);
-        const std::string bytes = tab == std::string::npos || nl == std::string::npos
-                                      ? std::string() : text.substr(tab + 1, nl - tab - 1);
-        if (bytes.empty() || bytes.find_first_not_of("0123456789") != std::string::npos)
-            throw Error("a predecessor's payload layout is malformed (a torn exchange?)");
-        layout.push_back({text.substr(pos, tab - pos), std::stoull(bytes)});
-        pos = nl + 1;
-    }
-    return layout;
-}
-
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 }  // namespace
 
 void Runtime::Impl::start_protection(std::int64_t version) {
-    retire_protection();
+    ring.retire(quarantine);
     if (!cfg.protection.enabled) {
         // HDF5 checkpoints are written from committed snapshots: none without protection.
         if (cfg.checkpoint.every_steps > 0 && membership.role_index == 0 && membership.epoch == 0)
@@ -430,92 +309,36 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                 "no HDF5 checkpoints will be written");
         return;
     }
-    std::vector<ft::ProtectedRegion> regions = state.regions();
-    const bool node_aware = cfg.protection.placement == "node-aware";
-    const int k = cfg.protection.replicas;
-    ft::ProtectionSetup setup;
-    setup.job = cfg.job.name;
-    if (fresh_snapshots) {
-        // A new job must never restore a version an earlier job of the same name left behind.
-        unlink_own_segments();
-        fresh_snapshots = false;
-    }
-    setup.store_prefix = store_prefix();
-    setup.role_key = topology::role_key(coord());
-    setup.chunk_bytes = static_cast<std::size_t>(cfg.protection.chunk_bytes);
-    const auto successors =
-        topology::ring_successors(shape, membership.role_index, k, membership.node_of_role, node_aware);
-    held_roles =
-        topology::ring_predecessors(shape, membership.role_index, k, membership.node_of_role, node_aware);
-
-    // What this process's stores hold already: after a repair, every store whose (owner,
-    // holder) pair survived holds the recovered version (headers only: cheap). The first
-    // snapshot then makes only what is missing. Ring successors learn it, and the size of what
-    // they will hold for each predecessor, in one allgather.
-    const auto holds = [&](const std::string& key) {
-        const auto steps = ft::SnapshotReader(cfg.job.name, key).committed_steps();
-        return std::find(steps.begin(), steps.end(), version) != steps.end();
-    };
-    const std::string own_key = own_segment();
-    ft::SnapshotScope scope;
-    scope.own = !holds(own_key);
-    std::vector<std::string> keys{own_key};
-    std::string have;  // the owners whose payload at `version` this process holds: "3,5,"
-    for (int r : held_roles) {
-        keys.push_back(held_segment(r));
-        const bool held = holds(keys.back());
-        scope.receive_from.push_back(!held);
-        if (held) have += std::to_string(r) + ",";
-    }
-    // Like the recovery reports: a process that dies inside the exchange can leave it failed on
-    // some processes and complete with its part blank on others, so everyone goes on only if
-    // everyone got every part intact (agree), and a failure abandons the step (resume()).
-    faults.at(version, config::Phase::protection_start);
-    std::string torn;
-    try {
-        const auto gathered =
-            ft::allgather_strings(membership.work, have + "\n" + serialize(ft::payload_layout(regions)));
-        for (int r : successors) {
-            const std::string& theirs = gathered[static_cast<size_t>(r)];
-            const std::string list = "," + theirs.substr(0, theirs.find('\n'));
-            scope.send_to.push_back(list.find("," + std::to_string(membership.role_index) + ",") == std::string::npos);
-            setup.successors.push_back({r, topology::role_key(topology::coord_of(shape, r)), {}});
-        }
-        for (int r : held_roles) {
-            const std::string& theirs = gathered[static_cast<size_t>(r)];
-            if (theirs.find('\n') == std::string::npos) throw Error("a predecessor's part is blank");
-            setup.predecessors.push_back({r, topology::role_key(topology::coord_of(shape, r)),
-                                          deserialize(theirs.substr(theirs.find('\n') + 1))});
-        }
-    } catch (const Error& e) {
-        torn = e.what();
-    }
-    if (!membership.work.agree(torn.empty() ? 1 : 0, deadline()))
-        throw CommRevoked(0, 0, "exchange of snapshot layouts", membership.work.name(), membership.work.rank(),
-                          torn.empty() ? "another process did not get every layout" : "a torn exchange: " + torn);
-    // Stores of pairs that no longer exist are unmapped once transfers of the aborted epoch
-    // cannot touch them any more (the quarantine); their segments stay until the job ends.
-    for (auto& dropped : stores->keep_only(keys)) quarantine.hold(std::move(dropped));
-    setup.regions = std::move(regions);
-    setup.during_replication = [this](std::int64_t v) { faults.at(v, config::Phase::replication); };
-    // null: Protection copies host buffers with memcpy
-    setup.copier = device.snapshot_copier(state.buffers(), cfg.protection.device_hash);
-    if (const std::string problem = device.take_snapshot_hash_problem(); !problem.empty()) log("protection: " + problem);
-    setup.after_abort = quarantine.after_abort();  // its matched receives may still write
-    // A nice thread runs on cores the step leaves idle. A host with more processes than cores
-    // has none: there it only waits, and any other load on the host starves it while every step
-    // waits for it (4 ranks and 2 CPU burners on 2 cores: 300 steps in 90 s at nice 19, 11 s at 0).
-    setup.thread_nice = mpi.host_oversubscribed ? 0 : cfg.protection.thread_nice;
-    setup.poll_while_step_waits = !mpi.host_oversubscribed;
-    setup.pool = stores;
-    // A repair (in-job or a warm relaunch: a plan is being adopted) makes the stores of new
-    // pairs on the protection thread, off the way back into the loop; a job's start makes
-    // them here, so that a /dev/shm too small fails before the first step.
-    setup.open_new_stores_in_background = last_recovery.has_value();
-    protection = std::make_unique<ft::Protection>(std::move(setup), std::move(membership.replication));
+    ring.start(version, {cfg.protection, state.regions(), std::move(membership.replication), quarantine, deadline(),
+                         [&] { faults.at(version, config::Phase::protection_start); },
+                         [&](ft::ProtectionSetup& setup) {
+                             setup.during_replication = [this](std::int64_t v) {
+                                 faults.at(v, config::Phase::replication);
+                             };
+                             // null: Protection copies host buffers with memcpy
+                             setup.copier = device.snapshot_copier(state.buffers(), cfg.protection.device_hash);
+                             if (const std::string problem = device.take_snapshot_hash_problem(); !problem.empty())
+                                 log("protection: " + problem);
+                             setup.after_abort = quarantine.after_abort();  // its matched receives may still write
+                             // A nice thread runs on cores the step leaves idle. A host with more
+                             // processes than cores has none: there it only waits, and any other load
+                             // on the host starves it while every step waits for it (4 ranks and 2 CPU
+                             // burners on 2 cores: 300 steps in 90 s at nice 19, 11 s at 0).
+                             setup.thread_nice = mpi.host_oversubscribed ? 0 : cfg.protection.thread_nice;
+                             setup.poll_while_step_waits = !mpi.host_oversubscribed;
+                             // A repair (in-job or a warm relaunch: a plan is being adopted) makes the
+                             // stores of new pairs on the protection thread, off the way back into the
+                             // loop; a job's start makes them here, so that a /dev/shm too small fails
+                             // before the first step.
+                             setup.open_new_stores_in_background = last_recovery.has_value();
+                         },
+                         // A snapshot of device state waits (on the GPU) for the work enqueued so far.
+                         state.has_device_buffers()
+                             ? std::function<void()>([this] { ring.protection->setup().copier->state_ready(device.stream()); })
+                             : std::function<void()>()});
     if (membership.role_index == 0 && membership.epoch == 0) {
         // From the layouts: after a warm relaunch the stores are opened in the background.
-        const auto& made = protection->setup();
+        const auto& made = ring.protection->setup();
         std::vector<std::size_t> slots(2, ft::snapshot_segment_bytes(ft::full_layout(made.regions)));
         for (const auto& p : made.predecessors) slots.resize(slots.size() + 2, ft::snapshot_segment_bytes(p.payload));
         const std::size_t own = 2 * slots[0];
@@ -526,7 +349,7 @@ void Runtime::Impl::start_protection(std::int64_t version) {
                       "protection: %.3f MiB of host memory for role 0 = 2 x %.3f MiB own snapshot + "
                       "2 x %.3f MiB replicas of %zu predecessor(s) (k=%d) in /dev/shm",
                       mib(total), mib(own / 2), mib((total - own) / 2),
-                      protection->setup().predecessors.size(), k);
+                      ring.protection->setup().predecessors.size(), cfg.protection.replicas);
         log(line);
         if (mpi.host_oversubscribed && cfg.protection.thread_nice > 0)
             log("protection: more processes than cores on this host: the protection thread keeps the "
@@ -540,25 +363,22 @@ void Runtime::Impl::start_protection(std::int64_t version) {
             log(std::string("could not send the snapshot slot sizes to the hot spares: ") + e.what());
         }
     }
-    // A snapshot of device state waits (on the GPU) for the work enqueued so far.
-    if (state.has_device_buffers()) protection->setup().copier->state_ready(device.stream());
-    protection->start_snapshot(version, membership.epoch, std::move(scope));
-    snapshot_version = version;
+    ring.snapshot(version);
     if (checkpointer) checkpointer->rebind(checkpoint_identity(), std::move(membership.checkpoint));
     else checkpointer = std::make_unique<runtime::Checkpointer>(
              cfg, state.buffers(), checkpoint_identity(), std::move(membership.checkpoint),
-             [this](const ft::records::CheckpointPublished& c) { emit(c.to_json()); });
+             [this](const ft::records::CheckpointPublished& c) { launcher.emit(c.to_json()); });
 }
 
 runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
-    return {shape, membership.role_index, topology::role_key(coord()), own_segment(), membership.epoch};
+    return {shape, membership.role_index, topology::role_key(coord()), ring.own_segment(), membership.epoch};
 }
 
 void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
                                    const ft::SnapshotTiming& totals, std::size_t snapshots) {
     using runtime::median;
     double waited = 0;
-    for (double w : stats.exposed_wait_ms) waited += w;
+    for (double w : interval.exposed_wait_ms()) waited += w;
     const auto per = [&](double sum) { return snapshots ? sum / static_cast<double>(snapshots) : 0.0; };
     const auto rate = [](std::size_t bytes, double seconds) {
         return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
@@ -570,9 +390,9 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     for (const auto& b : state.buffers()) state_bytes += b.bytes;
     ft::records::JobStats r;
     r.role = topology::role_key(coord());
-    r.steps = static_cast<std::int64_t>(stats.step_ms.size());
-    r.median_step_ms = median(stats.step_ms);
-    r.median_exposed_wait_ms = median(stats.exposed_wait_ms);
+    r.steps = static_cast<std::int64_t>(interval.step_ms().size());
+    r.median_step_ms = median(interval.step_ms());
+    r.median_exposed_wait_ms = median(interval.exposed_wait_ms());
     r.total_exposed_wait_ms = waited;
     r.protection = cfg.protection.enabled;
     r.state_bytes = static_cast<std::int64_t>(state_bytes);
@@ -598,35 +418,16 @@ void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTimi
     r.holder_touched_per_byte = ratio(totals.holder_touched_bytes, totals.received_bytes);
     r.hashed_in_cache_per_byte = ratio(totals.hashed_in_cache_bytes, totals.copied_bytes);
     r.hashed_at_source_per_byte = ratio(totals.hashed_at_source_bytes, totals.copied_bytes);
-    r.protection_every = every_now();
+    r.protection_every = interval.every_now();
     r.protection_auto = cfg.protection.every_auto();
-    if (!stats.protected_ms.empty()) r.protected_step_ms = median(stats.protected_ms);
-    if (!stats.unprotected_ms.empty()) r.unprotected_step_ms = median(stats.unprotected_ms);
-    if (stats.step_ms.size() > 1) {
+    if (!interval.protected_ms().empty()) r.protected_step_ms = median(interval.protected_ms());
+    if (!interval.unprotected_ms().empty()) r.unprotected_step_ms = median(interval.unprotected_ms());
+    if (interval.step_ms().size() > 1) {
         double sum = 0;
-        for (std::size_t i = 1; i < stats.step_ms.size(); ++i) sum += stats.step_ms[i];
-        r.mean_step_ms = sum / static_cast<double>(stats.step_ms.size() - 1);
+        for (std::size_t i = 1; i < interval.step_ms().size(); ++i) sum += interval.step_ms()[i];
+        r.mean_step_ms = sum / static_cast<double>(interval.step_ms().size() - 1);
     }
-    emit(r.to_json());
-}
-
-std::string Runtime::Impl::store_prefix() const {
-    std::string prefix = node_name;
-    for (char& c : prefix)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
-    return prefix + ".";
-}
-
-std::string Runtime::Impl::own_segment() const { return store_prefix() + topology::role_key(coord()); }
-
-std::string Runtime::Impl::held_segment(int owner) const {
-    return store_prefix() +
-           ft::peer_role_key(topology::role_key(topology::coord_of(shape, owner)), topology::role_key(coord()));
-}
-
-void Runtime::Impl::unlink_own_segments() const {
-    ft::unlink_snapshot(cfg.job.name, own_segment());
-    for (int r : held_roles) ft::unlink_snapshot(cfg.job.name, held_segment(r));
+    launcher.emit(r.to_json());
 }
 
 void Runtime::Impl::finish_loop() {
@@ -634,7 +435,7 @@ void Runtime::Impl::finish_loop() {
     const std::int64_t last = cfg.job.steps - 1;
     faults.at(last, config::Phase::loop_end);
     guarded([&] {
-        if (protection) protection->wait();
+        if (ring.protection) ring.protection->wait();
         if (checkpointer) checkpointer->finish();
         ft::check(MPI_Barrier(membership.work.get()), "MPI_Barrier(end of loop)", membership.work);
     });
@@ -643,11 +444,11 @@ void Runtime::Impl::finish_loop() {
     // caller recovers and the last step runs again. Nothing below has happened yet.
     if (abandoned) return;
     ft::nonzero_exits_by_signal(false);
-    const std::size_t shm_bytes = protection ? protection->host_bytes() : 0;
-    const auto snapshot = protection ? protection->last_snapshot() : ft::SnapshotTiming{};
-    const auto totals = protection ? protection->total_snapshots() : ft::SnapshotTiming{};
-    const std::size_t snapshots = protection ? protection->snapshot_count() : 0;
-    protection.reset();
+    const std::size_t shm_bytes = ring.protection ? ring.protection->host_bytes() : 0;
+    const auto snapshot = ring.protection ? ring.protection->last_snapshot() : ft::SnapshotTiming{};
+    const auto totals = ring.protection ? ring.protection->total_snapshots() : ft::SnapshotTiming{};
+    const std::size_t snapshots = ring.protection ? ring.protection->snapshot_count() : 0;
+    ring.protection.reset();
     if (membership.role_index == 0) {
         emit_job_stats(shm_bytes, snapshot, totals, snapshots);
         release_hot_spares();
@@ -655,13 +456,13 @@ void Runtime::Impl::finish_loop() {
     // The snapshot segments stay until the job has ended (finish_job): a failure in the trainer's
     // code after the loop is repaired by a warm relaunch from them. The state is hashed now:
     // by ~Runtime the trainer's buffers may be gone (declared after the Runtime).
-    loop_finished = true;
-    final_state_checksum = own_state_checksum();
+    loop.finished = true;
+    loop.final_checksum = own_state_checksum();
     faults.at(last, config::Phase::after_loop);
 }
 
 void Runtime::Impl::finish_job() {
-    if (!loop_finished || membership.role_index < 0) return;
+    if (!loop.finished || membership.role_index < 0) return;
     const std::int64_t last = cfg.job.steps - 1;
     faults.at(last, config::Phase::finish);
     // No role sends role_finished before every role is done with the trainer's code after the
@@ -677,9 +478,9 @@ void Runtime::Impl::finish_job() {
         everyone_came = false;
     }
     // Without a launcher nobody judges the end (emit_last is true): the job is over.
-    const bool acknowledged = emit_last(ft::records::RoleFinished{topology::role_key(coord()),
+    const bool acknowledged = launcher.emit_last(ft::records::RoleFinished{topology::role_key(coord()),
                                                                   static_cast<std::int32_t>(getpid()), cfg.job.steps,
-                                                                  ft::checksum_hex(final_state_checksum)}
+                                                                  ft::checksum_hex(loop.final_checksum)}
                                             .to_json());
     faults.at(last, config::Phase::finalize);
     // The segments go once every role's record is with the launcher: then it judges the job
@@ -694,17 +495,8 @@ void Runtime::Impl::finish_job() {
         log(std::string("the end-of-job agreement failed (") + e.what() + "); the snapshot segments stay");
         everyone = 0;
     }
-    drop_spare_blanks();
+    ring.drop_blanks();
     if (everyone) remove_node_snapshots();
-}
-
-void Runtime::Impl::drop_spare_blanks() {
-    // A hot spare that took a role keeps its blank maker (slots made ahead, at nice 19) until
-    // ~Runtime, after the node's segments were removed: a slot it made then stayed in /dev/shm
-    // with no launcher to remove it (issue 29, item 5). Stop it, and unlink what it made that no
-    // store took: every process removes what it made, however the job was started.
-    stores->drop_blanks();
-    if (blank_maker.joinable()) blank_maker.join();
 }
 
 void Runtime::Impl::remove_node_snapshots() {
@@ -722,7 +514,7 @@ void Runtime::Impl::checkpoint_and_leave() {
     // the requeued job resumes from.
     if (!checkpointer) end_job("a checkpoint for the requeue needs checkpoint.dir and protection", ft::kExitStateLost);
     guarded([&] {
-        if (protection) protection->wait();
+        if (ring.protection) ring.protection->wait();
         checkpointer->checkpoint_now(step);
         checkpointer->finish();
         ft::check(MPI_Barrier(membership.work.get()), "MPI_Barrier(checkpoint for requeue)", membership.work);
@@ -733,162 +525,63 @@ void Runtime::Impl::checkpoint_and_leave() {
             "; leaving so that the requeued job resumes from it");
         release_hot_spares();
     }
-    protection.reset();
+    ring.protection.reset();
     checkpointer.reset();
-    drop_spare_blanks();
+    ring.drop_blanks();
     remove_node_snapshots();
-    heartbeat.reset();  // BYE: this process leaves on purpose
+    launcher.disconnect();  // BYE: this process leaves on purpose
     membership.free_all();
     mpi.finalize();
     std::exit(0);
 }
 
 void Runtime::Impl::snapshot_if_due(std::int64_t version) {
-    if (!protection) return;
-    const bool due = cfg.protection.every_auto()
-                         ? runtime::snapshot_due_auto(version, interval.every, cfg.protection.max_every)
-                         : runtime::snapshot_due(version, cfg.protection.every);
-    if (!due) return;
     // A snapshot of device state waits (on the GPU) for this step's optimizer and allgather.
-    if (state.has_device_buffers()) protection->setup().copier->state_ready(device.stream());
-    protection->start_snapshot(version, membership.epoch);
-    snapshot_version = version;
-}
-
-void Runtime::Impl::note_step_time(std::int64_t index, double ms) {
-    if (!protection || index == interval.resumed_at) return;
-    (snapshot_version == index ? stats.protected_ms : stats.unprotected_ms).push_back(ms);
+    if (ring.protection && interval.due(version)) ring.snapshot(version);
 }
 
 void Runtime::Impl::choose_interval(std::int64_t version) {
-    const auto& p = cfg.protection;
-    if (!protection || !p.every_auto() || version % p.max_every != 0) return;
-    // The newest samples only: the choice follows the step time as it changes.
-    constexpr std::size_t kWindow = 64;
-    const auto recent = [](const std::vector<double>& all) {
-        if (all.empty()) return -1.0;
-        const auto from = all.size() > kWindow ? all.end() - static_cast<std::ptrdiff_t>(kWindow) : all.begin();
-        return runtime::median(std::vector<double>(from, all.end()));
-    };
+    if (!ring.protection || !interval.choice_due(version)) return;
     // The largest over the active roles (each waits for the slowest at every sync point); -1:
     // none measured (a replacement since the repair). Every role then takes the same decision.
-    double measured[2] = {recent(stats.unprotected_ms), recent(stats.protected_ms)};
+    std::vector<double> measured = interval.recent_medians();
     guarded([&] {
         MPI_Request request = MPI_REQUEST_NULL;
-        ft::check(MPI_Iallreduce(MPI_IN_PLACE, measured, 2, MPI_DOUBLE, MPI_MAX, membership.work.get(), &request),
+        ft::check(MPI_Iallreduce(MPI_IN_PLACE, measured.data(), 2, MPI_DOUBLE, MPI_MAX, membership.work.get(), &request),
                   "MPI_Iallreduce(protection interval)", membership.work);
         membership.work.wait(request, "MPI_Iallreduce(protection interval)");
     });
     if (abandoned) return;
-    runtime::IntervalMeasure m;
-    if (measured[0] > 0) m.step_ms = measured[0];
-    if (measured[1] > 0) m.protected_step_ms = measured[1];
-    const auto choice = runtime::choose_every(m, p.overhead_budget, p.max_every, interval.every);
-    // Every change is recorded, and the first measured choice after a start or repair even when
-    // it keeps k (auto starts at max_every: "over the budget even there" would never be said).
-    const bool both_measured = m.step_ms && m.protected_step_ms;
-    const bool first_measured = both_measured && !interval.reported;
-    if (both_measured) interval.reported = true;
-    if ((choice.every != interval.every || first_measured) && membership.role_index == 0) {
-        char line[256];
-        std::snprintf(line, sizeof line, "protection.every = auto: k %lld -> %lld from version %lld (step %.3f ms, %.3f ms "
-                      "with a snapshot): ", static_cast<long long>(interval.every), static_cast<long long>(choice.every),
-                      static_cast<long long>(version), measured[0], measured[1]);
-        log(line + choice.reason);
-        emit(ft::records::ProtectionInterval{version, choice.every, interval.every, m.step_ms, m.protected_step_ms,
-                                             choice.exposed_ms, choice.overhead, p.overhead_budget, p.max_every,
-                                             choice.reason}
-                 .to_json());
-    }
-    interval.every = choice.every;
+    const auto record = interval.choose(version, measured);
+    if (!record || membership.role_index != 0) return;
+    char line[256];
+    std::snprintf(line, sizeof line, "protection.every = auto: k %lld -> %lld from version %lld (step %.3f ms, %.3f ms "
+                  "with a snapshot): ", static_cast<long long>(record->previous), static_cast<long long>(record->every),
+                  static_cast<long long>(version), measured[0], measured[1]);
+    log(line + record->reason);
+    launcher.emit(record->to_json());
 }
 
 void Runtime::Impl::note_versions_to_replay(std::int64_t restored) {
-    replay_checks.clear();
-    replay_from = restored;
-    if (membership.role_index < 0 || !cfg.protection.enabled) return;
-    std::vector<std::string> keys{own_segment()};
-    for (int r : held_roles) keys.push_back(held_segment(r));
-    for (const auto& key : keys) {
-        try {
-            const ft::SnapshotReader reader(cfg.job.name, key);
-            for (std::int64_t v : reader.committed_steps())
-                if (v > restored)
-                    if (auto header = reader.committed_header(v)) replay_checks.emplace(v, ReplayCheck{key, *header});
-        } catch (const Error& e) {  // a check that cannot be made is no reason to stop the job
-            log("replay check: cannot read the headers of " + key + ": " + e.what());
-        }
-    }
-}
-
-bool Runtime::Impl::check_replayed(std::int64_t version) {
-    bool exact = true;
-    if (replay_checks.empty()) return exact;
-    const auto [first, last] = replay_checks.equal_range(version);
-    for (auto it = first; it != last; ++it) {
-        const ReplayCheck& check = it->second;
-        std::optional<ft::CommittedHeader> now;
-        try {
-            now = ft::SnapshotReader(cfg.job.name, check.store).committed_header(version);
-        } catch (const Error& e) {
-            log("replay check: cannot read " + check.store + ": " + e.what());
-        }
-        // Not rewritten by this replay (the store left the ring): nothing to compare.
-        if (!now || (now->slot == check.before.slot && now->generation == check.before.generation)) continue;
-        // The platform buffer records who wrote the version: a replacement on another platform
-        // rewrites it, which is no divergence of the trainer's steps.
-        // A buffer hashed by another algorithm than before (the GPU hash turned on or off by the
-        // process that rewrote it) cannot be compared by checksum either.
-        auto comparable = [&](const ft::CommittedHeader& header) {
-            runtime::BufferChecksums sums;
-            for (std::size_t i = 0; i < header.checksums.size(); ++i) {
-                const bool same_algorithm = i >= header.algorithms.size() || i >= check.before.algorithms.size() ||
-                                            i >= now->algorithms.size() ||
-                                            check.before.algorithms[i] == now->algorithms[i];
-                if (header.checksums[i].first != runtime::platform::kBufferName && same_algorithm)
-                    sums.push_back(header.checksums[i]);
-            }
-            return sums;
-        };
-        const auto diverged = runtime::first_divergence(comparable(check.before), comparable(*now));
-        if (!diverged) {
-            if (timeline.debug)
-                log("replay check: version " + std::to_string(version) + " of " + check.store +
-                    " is bitwise the version committed before the failure");
-            continue;
-        }
-        const std::string before = ft::checksum_hex(diverged->before), replayed = ft::checksum_hex(diverged->replayed);
-        log("replay diverged: version " + std::to_string(version) + " of " + check.store + ", buffer '" +
-            diverged->buffer + "', hashes " + replayed + " after replaying from version " + std::to_string(replay_from) +
-            " but " + before + " as first committed. The steps are not deterministic: the trainer must "
-            "draw its data from step.data_seed() and keep every state that changes across steps in protect()ed "
-            "buffers (docs/snapshots.md, \"Checking that replay is exact\")");
-        emit(ft::records::ReplayDiverged{topology::role_key(coord()), check.store, version, replay_from,
-                                         diverged->buffer, before, replayed}
-                 .to_json());
-        exact = false;
-    }
-    // Versions up to this one are past: a later failure notes its own.
-    replay_checks.erase(replay_checks.begin(), replay_checks.upper_bound(version));
-    return exact;
+    const bool checked = membership.role_index >= 0 && cfg.protection.enabled;
+    replay.note_versions_to_replay(restored, checked ? ring.own_and_held_segments() : std::vector<std::string>{});
 }
 
 void Runtime::Impl::arm_replay_probe(std::int64_t from) {
-    replay_probe = {};
-    if (membership.role_index < 0 || !cfg.protection.probes_replay()) return;
-    replay_probe.from = from;
+    replay.disarm_probe();
+    if (membership.role_index >= 0 && cfg.protection.probes_replay()) replay.arm_probe(from);
 }
 
 void Runtime::Impl::rewind_for_replay_probe() {
     // Snapshot `step` (own store and the ring copies this process holds) commits first: its
     // hashes are what the replay must reproduce.
     guarded([&] {
-        if (protection) protection->wait();
+        if (ring.protection) ring.protection->wait();
     });
-    if (abandoned) return;  // a failure: the caller repairs (resume() disarms the probe)
-    const auto started = Clock::now();
-    const std::int64_t from = replay_probe.from;
-    replay_probe.to = step;
+    if (abandoned) return;  // a failure: the caller repairs (resume_at() disarms the probe)
+    const auto rewind_started = Clock::now();
+    const std::int64_t from = replay.probe().from;
+    const std::int64_t to = step;
     note_versions_to_replay(from);  // version `to` of every store here, as the first pass committed it
     // The live state back to version `from`, from the own snapshot (the ping-pong slots hold
     // `from` and `to`: no version is snapshotted between them), verified as it is copied.
@@ -896,8 +589,8 @@ void Runtime::Impl::rewind_for_replay_probe() {
     std::vector<std::span<std::byte>> live;
     if (!state.has_device_buffers())
         for (const auto& b : buffers) live.emplace_back(static_cast<std::byte*>(b.data), b.bytes);
-    const std::string key = own_segment();
-    std::shared_ptr<ft::SnapshotStore> store = stores->find(key);
+    const std::string key = ring.own_segment();
+    std::shared_ptr<ft::SnapshotStore> store = ring.stores->find(key);
     std::optional<ft::SnapshotReader> reader;
     if (!store) reader.emplace(cfg.job.name, key);
     const ft::SnapshotView view = store ? store->copy_committed(from, live) : reader->copy_committed(from, live);
@@ -914,46 +607,36 @@ void Runtime::Impl::rewind_for_replay_probe() {
             std::memcpy(buffers[b].data, view.buffers[b].bytes.data(), buffers[b].bytes);
         }
     }
-    restore_device_buffers(device_buffers, device_sources);
+    device.restore(state.buffers(), device_buffers, device_sources);
     step = from;
-    probe_rewound_at = Clock::now();
-    probe_restore_ms = std::chrono::duration<double, std::milli>(probe_rewound_at - started).count();
+    replay.probe_rewound(to, rewind_started);
     if (membership.role_index == 0)
-        log("replay probe: version " + std::to_string(replay_probe.to) + " committed; restored version " +
+        log("replay probe: version " + std::to_string(to) + " committed; restored version " +
             std::to_string(from) + " and replaying steps " + std::to_string(from) + ".." +
-            std::to_string(replay_probe.to - 1) + " to compare it (protection.replay_check: start)");
+            std::to_string(to - 1) + " to compare it (protection.replay_check: start)");
 }
 
 void Runtime::Impl::judge_replay_probe(bool everyone_exact) {
-    const runtime::ReplayProbe probe = replay_probe;
-    replay_probe = {};
-    ft::records::ReplayProbe record;
-    record.from = probe.from;
-    record.to = probe.to;
-    record.steps = probe.to - probe.from;
-    record.passed = everyone_exact;
-    record.restore_ms = std::round(probe_restore_ms * 1000) / 1000;
-    record.replay_ms =
-        std::round(std::chrono::duration<double, std::milli>(Clock::now() - probe_rewound_at).count() * 1000) / 1000;
+    const ft::records::ReplayProbe record = replay.probe_verdict(everyone_exact);
     if (everyone_exact) {
         if (membership.role_index != 0) return;
         char line[200];
         std::snprintf(line, sizeof line, "replay probe passed: version %lld replayed from %lld bitwise on every role "
-                      "(restore %.3f ms, %lld steps replayed in %.3f ms)", static_cast<long long>(probe.to),
-                      static_cast<long long>(probe.from), record.restore_ms, static_cast<long long>(record.steps),
+                      "(restore %.3f ms, %lld steps replayed in %.3f ms)", static_cast<long long>(record.to),
+                      static_cast<long long>(record.from), record.restore_ms, static_cast<long long>(record.steps),
                       record.replay_ms);
         log(line);
-        emit(record.to_json());
+        launcher.emit(record.to_json());
         return;
     }
     // Refused on every role alike (the verdict was agreed at this sync point): nothing the job
     // computed is worth keeping, and a relaunch would be refused the same way (exit 78).
     if (membership.role_index == 0) {
-        emit(record.to_json(), true);
+        launcher.emit(record.to_json(), true);
         release_hot_spares();
     }
-    protection.reset();  // idle: this sync point waited for its snapshot
-    unlink_own_segments();
+    ring.protection.reset();  // idle: this sync point waited for its snapshot
+    ring.unlink_own_segments();
     // Nobody leaves before every role removed its segments: mpirun may end the others once the
     // first process is gone.
     try {
@@ -961,25 +644,22 @@ void Runtime::Impl::judge_replay_probe(bool everyone_exact) {
     } catch (const Error& e) {
         log(std::string("leaving without the others: ") + e.what());
     }
-    end_job(runtime::replay_probe_refusal(probe.from, probe.to, cfg.protection.every), ft::kExitDeterministicError);
+    end_job(runtime::replay_probe_refusal(record.from, record.to, cfg.protection.every), ft::kExitDeterministicError);
 }
 
-void Runtime::Impl::resume(const Resume& at) {
+void Runtime::Impl::resume_at(const ResumePoint& at) {
     step = at.step;
     check_platform();
     // Every role the same k, without a collective: a replacement has no history of choices.
-    interval.before_resume = interval.every;
-    interval.every = runtime::auto_start_every(cfg.protection.max_every);
-    interval.reported = false;
-    interval.resumed_at = step;
+    interval.resumed_at(step);
     // After a repair or a relaunch only: a start's stores may hold an earlier job's versions.
     if (last_recovery) note_versions_to_replay(step);  // before protection rewrites a slot
-    else replay_checks.clear();
-    if (last_recovery && replay_probe.from >= 0) {
+    else replay.forget();
+    if (last_recovery && replay.probe().from >= 0) {
         // A repair before the probe's verdict: the repair's own replay check applies.
         if (membership.role_index == 0)
             log("replay probe: not completed (a repair came first); the repair checks the versions it replays");
-        replay_probe = {};
+        replay.disarm_probe();
     }
     try {
         start_protection(step);
@@ -994,21 +674,21 @@ void Runtime::Impl::resume(const Resume& at) {
 
 void Runtime::Impl::register_platform() {
     if (state.find(runtime::platform::kBufferName)) return;
-    // restore_pending: this process took a dead role (a hot spare or a spawned one).
-    own_platform = runtime::platform::probe(device.gpu_model(), restore_pending, relaunched);
-    platform_bytes.assign(runtime::platform::kBufferBytes, std::byte{0});
-    runtime::platform::encode(own_platform, platform_bytes);
-    state.add({runtime::platform::kBufferName, platform_bytes.data(), platform_bytes.size(), DType::u8,
+    // takeover: this process took a dead role (a hot spare or a spawned one).
+    platform_stamp.own = runtime::platform::probe(device.gpu_model(), takeover.has_value(), started.relaunched);
+    platform_stamp.bytes.assign(runtime::platform::kBufferBytes, std::byte{0});
+    runtime::platform::encode(platform_stamp.own, platform_stamp.bytes);
+    state.add({runtime::platform::kBufferName, platform_stamp.bytes.data(), platform_stamp.bytes.size(), DType::u8,
                Redundancy::envelope, -1},
               false, true);
 }
 
 void Runtime::Impl::check_platform() {
-    if (membership.role_index < 0 || platform_bytes.empty()) return;
-    const auto writer = runtime::platform::decode(platform_bytes);
-    runtime::platform::encode(own_platform, platform_bytes);  // from here on, this process writes the state
+    if (membership.role_index < 0 || platform_stamp.bytes.empty()) return;
+    const auto writer = runtime::platform::decode(platform_stamp.bytes);
+    runtime::platform::encode(platform_stamp.own, platform_stamp.bytes);  // from here on, this process writes the state
     if (!writer) return;  // a checkpoint of a flashrec that recorded none: nothing to compare
-    const auto differences = runtime::platform::compare(*writer, own_platform);
+    const auto differences = runtime::platform::compare(*writer, platform_stamp.own);
     if (differences.empty()) return;
     ft::records::PlatformMismatch record;
     record.role = topology::role_key(coord());
@@ -1030,19 +710,19 @@ void Runtime::Impl::check_platform() {
     if (!record.refused) {
         log("warning: " + what + "; its steps may compute other bits than the writer's "
             "(recovery.require_same_platform: true refuses such a restore)");
-        emit(record.to_json());
+        launcher.emit(record.to_json());
         return;
     }
-    emit(record.to_json(), true);
+    launcher.emit(record.to_json(), true);
     end_job(what + "; recovery.require_same_platform refuses it", ft::kExitPlatformMismatch);
 }
 
 void Runtime::Impl::protect_first_version() {
     // Not enter(): a step's sync-phase fault belongs to its own sync point, not to this wait.
-    progress.phase.store(ft::wire::Phase::commit_wait, std::memory_order_relaxed);
-    progress.step_tag.store(step, std::memory_order_relaxed);
+    launcher.progress.phase.store(ft::wire::Phase::commit_wait, std::memory_order_relaxed);
+    launcher.progress.step_tag.store(step, std::memory_order_relaxed);
     guarded([&] {
-        if (protection) protection->wait();
+        if (ring.protection) ring.protection->wait();
         int everyone_here = 1;
         ft::check(MPI_Allreduce(MPI_IN_PLACE, &everyone_here, 1, MPI_INT, MPI_MIN, membership.work.get()),
                   "MPI_Allreduce(first version committed)", membership.work);
@@ -1061,7 +741,7 @@ void Runtime::Impl::on_failure(const std::exception& e) {
     }
     if (!abandoned) log(std::string("step ") + std::to_string(step) + " abandoned: " + e.what());
     if (const auto* error = dynamic_cast<const MpiError*>(&e); error && !abandoned)
-        emit(ft::records::MpiErrorSeen{static_cast<std::int32_t>(getpid()), error->error_class(), error->operation()}
+        launcher.emit(ft::records::MpiErrorSeen{static_cast<std::int32_t>(getpid()), error->error_class(), error->operation()}
                  .to_json());
     abandoned = true;
     revoke_all();
@@ -1098,11 +778,11 @@ Runtime::~Runtime() {
         }
         return;
     }
-    if (im.heartbeat || im.membership.role_index < 0 || !im.loop_started) return;
+    if (im.launcher.connected() || im.membership.role_index < 0 || !im.loop.entered) return;
     try {
-        im.retire_protection();
+        im.ring.retire(im.quarantine);
         im.quarantine.release();
-        im.unlink_own_segments();
+        im.ring.unlink_own_segments();
     } catch (...) {  // a destructor during unwinding must not throw
     }
 }
@@ -1119,8 +799,11 @@ MPI_Comm Runtime::dp_comm() const { return impl_->membership.dp.get(); }
 MPI_Comm Runtime::tp_comm() const { return impl_->membership.tp.get(); }
 MPI_Comm Runtime::pp_comm() const { return impl_->membership.pp.get(); }
 MPI_Comm Runtime::work_comm() const { return impl_->membership.work.get(); }
+
 std::uint64_t Runtime::seed() const { return impl_->cfg.job.seed; }
+
 std::int64_t Runtime::total_steps() const { return impl_->cfg.job.steps; }
+
 bool Runtime::is_leader() const { return impl_->membership.role_index == 0; }
 
 namespace {
@@ -1155,6 +838,7 @@ T trainer_param(const config::Config& cfg, const std::string& key, const T* fall
 std::int64_t Runtime::param_int(const std::string& key) const {
     return trainer_param<std::int64_t>(impl_->cfg, key, nullptr);
 }
+
 std::int64_t Runtime::param_int(const std::string& key, std::int64_t fallback) const {
     return trainer_param<std::int64_t>(impl_->cfg, key, &fallback);
 }
@@ -1164,6 +848,7 @@ double Runtime::param_double(const std::string& key) const {
 double Runtime::param_double(const std::string& key, double fallback) const {
     return trainer_param<double>(impl_->cfg, key, &fallback);
 }
+
 std::string Runtime::param_string(const std::string& key, const std::string& fallback) const {
     return trainer_param<std::string>(impl_->cfg, key, &fallback);
 }
@@ -1180,7 +865,7 @@ void Runtime::protect(const std::string& name, void* data, std::size_t bytes, DT
 #if FLASHREC_WITH_CUDA
     device = gpu::device_memory_of(data);  // -1 at once, with no CUDA call, if CUDA is unused
 #endif
-    impl_->state.add({name, data, bytes, type, kind, device}, impl_->loop_started);
+    impl_->state.add({name, data, bytes, type, kind, device}, impl_->loop.entered);
     if (device >= 0) impl_->device.enable();
 }
 
@@ -1201,8 +886,8 @@ bool Runtime::on_device(const std::string& name) const {
 
 std::string Runtime::snapshot_copier() const {
     const auto& im = *impl_;
-    if (!im.protection || !im.protection->setup().copier) return "none";
-    return im.protection->setup().copier->kind();
+    if (!im.ring.protection || !im.ring.protection->setup().copier) return "none";
+    return im.ring.protection->setup().copier->kind();
 }
 
 std::uint64_t Runtime::Impl::own_state_checksum() {
@@ -1215,7 +900,7 @@ std::uint64_t Runtime::Impl::own_state_checksum() {
         if (b.name == runtime::platform::kBufferName) continue;
         parts.push_back(ft::checksum(b.name.data(), b.name.size()));
         if (b.device >= 0) {
-            const std::vector<std::byte> host = read_device_buffer(i);
+            const std::vector<std::byte> host = device.read(state.buffers(), i);
             parts.push_back(ft::checksum(host.data(), host.size()));
         } else {
             parts.push_back(ft::checksum(b.data, b.bytes));
@@ -1239,17 +924,18 @@ std::int64_t Runtime::loop_start() {
     auto& im = *impl_;
     im.abandoned = false;
     im.register_platform();
-    im.loop_started = true;
+    im.loop.entered = true;
     ft::nonzero_exits_by_signal(true);  // a trainer's exit(n) in the loop is a rank's failure (trap 14)
-    if (im.restore_pending) {
+    if (im.takeover) {
         // This process took a dead role: its state arrives from the survivors.
-        im.receive_restore();
-        const auto at = im.finish_recovery();
-        im.resume(*at);  // a role holder's: never nullopt
-    } else if (im.relaunched) {
-        im.resume(im.warm_restore());
+        const recovery::Plan plan = *std::exchange(im.takeover, std::nullopt);
+        im.receive_state(plan);
+        im.finish_recovery();
+        im.resume_at({plan.version, plan.initial});
+    } else if (im.started.relaunched) {
+        im.resume_at(im.warm_restore());
         if (std::getenv(ft::env::kCheckpointAndExit)) im.checkpoint_and_leave();
-    } else if (im.resume_requested) {
+    } else if (im.started.from_checkpoint) {
         std::string why;
         const auto version = runtime::Checkpointer::newest_complete(im.cfg, im.shape, why);
         if (!version) throw Error("--resume: " + why);
@@ -1257,16 +943,16 @@ std::int64_t Runtime::loop_start() {
         if (im.membership.role_index == 0) {
             im.log("resumed from the HDF5 checkpoint of step " + std::to_string(*version) + " in " +
                    im.cfg.checkpoint.dir);
-            im.emit(ft::records::CheckpointResumed{*version, im.cfg.checkpoint.dir}.to_json());
+            im.launcher.emit(ft::records::CheckpointResumed{*version, im.cfg.checkpoint.dir}.to_json());
         }
-        im.resume({*version, true});
+        im.resume_at({*version, true});
         im.arm_replay_probe(*version);
     } else {
-        im.resume({0, true});
+        im.resume_at({0, true});
         im.arm_replay_probe(0);
     }
     im.enter(Phase::forward, im.step);
-    im.stats.step_start = Clock::now();
+    im.interval.step_begins();
     return im.step;
 }
 
@@ -1274,11 +960,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     auto& im = *impl_;
     if (!im.abandoned) {
         if (im.last_recovery) im.emit_recovery_record();  // the first step after a repair is done
-        const auto now = Clock::now();
-        const double ms = std::chrono::duration<double, std::milli>(now - im.stats.step_start).count();
-        im.stats.step_ms.push_back(ms);
-        im.note_step_time(index, ms);
-        im.stats.step_start = now;
+        im.interval.step_ended(index, im.ring.protection != nullptr, im.ring.snapshot_version == index);
         im.step = index + 1;
         if (im.step >= im.cfg.job.steps) {
             im.finish_loop();
@@ -1287,9 +969,9 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
             im.choose_interval(im.step);
             if (!im.abandoned) {
                 im.snapshot_if_due(im.step);
-                if (runtime::probe_rewinds_at(im.replay_probe, im.step, im.protection && im.snapshot_version == im.step)) {
+                if (runtime::probe_rewinds_at(im.replay.probe(), im.step, im.ring.snapshotted(im.step))) {
                     im.rewind_for_replay_probe();
-                    im.stats.step_start = Clock::now();
+                    im.interval.step_begins();
                 }
             }
             if (!im.abandoned) {
@@ -1301,7 +983,7 @@ std::int64_t Runtime::loop_next(std::int64_t index) {
     // This step, or the end of the loop, was abandoned: repair, then go on from the version restored.
     const auto at = im.recover();
     if (!at) throw Error("internal: a repair left role " + topology::role_key(im.coord()) + " without state to resume");
-    im.resume(*at);
+    im.resume_at(*at);
     im.enter(Phase::forward, im.step);
     return im.step;
 }
@@ -1313,127 +995,5 @@ StepRange::iterator& StepRange::iterator::operator++() {
     index_ = rt_->loop_next(index_);
     return *this;
 }
-
-std::uint64_t Step::data_seed() const {
-    const auto& im = *rt_->impl_;
-    return splitmix64(im.cfg.job.seed ^ splitmix64(static_cast<std::uint64_t>(index_) ^
-                                                   splitmix64(static_cast<std::uint64_t>(
-                                                       im.coord().dp + 1))));
-}
-
-void Step::reduce_scatter(std::span<const float> grads, std::span<float> shard) {
-    auto& im = *rt_->impl_;
-    const int d = im.shape.dp;
-    const std::size_t n = grads.size();
-    const auto [first, last] = rt_->shard_range(n);
-    if (shard.size() != last - first)
-        throw Error("reduce_scatter: shard has " + std::to_string(shard.size()) +
-                    " elements, this role's part of " + std::to_string(n) + " is " +
-                    std::to_string(last - first));
-    im.enter(Phase::allreduce, index_);
-    if (im.device_reduce_scatter(grads, shard)) return;  // device memory: NCCL, same order
-    // Every role receives every peer's copy of its part and sums them in dp order itself:
-    // the result does not depend on MPI's reduction algorithm or on which process holds a role.
-    std::vector<int> send_counts(d), send_displs(d), recv_counts(d), recv_displs(d);
-    const auto mine = static_cast<int>(last - first);
-    for (int j = 0; j < d; ++j) {
-        const std::size_t a = n * static_cast<std::size_t>(j) / static_cast<std::size_t>(d);
-        const std::size_t b = n * static_cast<std::size_t>(j + 1) / static_cast<std::size_t>(d);
-        send_counts[j] = static_cast<int>(b - a);
-        send_displs[j] = static_cast<int>(a);
-        recv_counts[j] = mine;
-        recv_displs[j] = j * mine;
-    }
-    im.scratch.resize(static_cast<size_t>(d) * last - static_cast<size_t>(d) * first);
-    im.guarded([&] {
-        ft::check(MPI_Alltoallv(grads.data(), send_counts.data(), send_displs.data(), MPI_FLOAT,
-                                im.scratch.data(), recv_counts.data(), recv_displs.data(),
-                                MPI_FLOAT, im.membership.dp.get()),
-                  "MPI_Alltoallv(gradients)", im.membership.dp);
-    });
-    if (im.abandoned) return;
-    std::copy_n(im.scratch.begin(), mine, shard.begin());
-    for (int j = 1; j < d; ++j) {
-        const float* part = im.scratch.data() + static_cast<std::size_t>(j) * shard.size();
-        for (std::size_t i = 0; i < shard.size(); ++i) shard[i] += part[i];
-    }
-}
-
-void Step::allgather(std::span<float> full) {
-    auto& im = *rt_->impl_;
-    if (im.device_allgather(full)) return;  // device memory: NCCL broadcasts
-    const int d = im.shape.dp;
-    const std::size_t n = full.size();
-    std::vector<int> counts(d), displs(d);
-    for (int j = 0; j < d; ++j) {
-        const std::size_t a = n * static_cast<std::size_t>(j) / static_cast<std::size_t>(d);
-        const std::size_t b = n * static_cast<std::size_t>(j + 1) / static_cast<std::size_t>(d);
-        counts[j] = static_cast<int>(b - a);
-        displs[j] = static_cast<int>(a);
-    }
-    im.guarded([&] {
-        ft::check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full.data(), counts.data(),
-                                 displs.data(), MPI_FLOAT, im.membership.dp.get()),
-                  "MPI_Allgatherv(parameters)", im.membership.dp);
-    });
-}
-
-void Step::allreduce(std::span<float> data) {
-    auto& im = *rt_->impl_;
-    if (im.is_device_pointer(data.data())) {
-        im.enter(Phase::allreduce, index_);
-        im.device_allreduce(data);
-        return;
-    }
-    const auto [first, last] = rt_->shard_range(data.size());
-    std::vector<float> part(last - first);
-    reduce_scatter(data, part);
-    std::copy(part.begin(), part.end(), data.begin() + static_cast<std::ptrdiff_t>(first));
-    allgather(data);
-}
-
-bool Step::begin_update() {
-    auto& im = *rt_->impl_;
-    if (im.abandoned) return false;
-    im.enter(Phase::sync, index_);
-    // Only a step whose starting version is being snapshotted waits (protection.every).
-    const bool snapshotted = im.protection && im.snapshot_version == index_;
-    im.guarded([&] {
-        if (!im.protection) return;
-        if (snapshotted) im.stats.exposed_wait_ms.push_back(im.protection->wait() * 1e3);
-        im.quarantine.clean_step();  // transfers of an aborted epoch end a few steps later
-    });
-    const bool exact = !(snapshotted && !im.abandoned) || im.check_replayed(index_);
-    // The one synchronization point: nobody mutates state for this step unless every active
-    // role reached it alive (a failure anywhere abandons the step everywhere). It carries whether
-    // every role's replayed versions hashed as first committed: the replay probe's verdict.
-    int everyone[2] = {1, exact ? 1 : 0};  // {here, exact}
-    im.guarded([&] {
-        MPI_Request request = MPI_REQUEST_NULL;
-        ft::check(MPI_Iallreduce(MPI_IN_PLACE, everyone, 2, MPI_INT, MPI_MIN, im.membership.work.get(), &request),
-                  "MPI_Iallreduce(sync point)", im.membership.work);
-        im.membership.work.wait(request, "MPI_Iallreduce(sync point)");
-    });
-    if (im.abandoned) return false;
-    if (runtime::probe_verdict_at(im.replay_probe, index_)) im.judge_replay_probe(everyone[1] == 1);
-    im.pristine = false;  // the optimizer changes state from here on
-    // Every role's snapshot `index_` is committed now (each waited before the allreduce).
-    if (im.checkpointer && snapshotted) im.checkpointer->committed(index_);
-    im.enter(Phase::optimizer, -1);
-    return true;
-}
-
-void Step::end_update() {
-    auto& im = *rt_->impl_;
-    im.progress.step_tag.store(index_ + 1, std::memory_order_relaxed);
-}
-
-void Step::report_loss(double loss) {
-    auto& im = *rt_->impl_;
-    if (im.membership.role_index == 0 && !im.abandoned)
-        im.send_event(ft::records::Step{index_, loss}.to_json());
-}
-
-bool Step::abandoned() const { return rt_->impl_->abandoned; }
 
 }  // namespace flashrec

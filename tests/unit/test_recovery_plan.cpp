@@ -45,7 +45,7 @@ TEST_CASE("one dead role, a hot spare takes it; R is the newest version complete
     // Role 1 died; its replica is on role 3, which has versions 10 and 9 of it.
     const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
                                       survivor(3, 10, 9, 1, 10, 9), spare(7)};
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     CHECK(plan.dead_roles == std::vector<int>{1});
     REQUIRE(plan.replacements.size() == 1);
     CHECK(plan.replacements[0].process == 3);
@@ -61,7 +61,7 @@ TEST_CASE("a replica that missed the newest version pulls R back by one") {
     // Role 3's copy of role 1 only has 9 (the transfer of 10 was cut by the failure).
     const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
                                       survivor(3, 10, 9, 1, 9, 8), spare(7)};
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     CHECK(plan.version == 9);
     CHECK(plan.steps_replayed == 1);
 }
@@ -69,7 +69,7 @@ TEST_CASE("a replica that missed the newest version pulls R back by one") {
 TEST_CASE("owner and its replica holder both dead: the state is lost, and the plan says why") {
     const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
                                       spare(7), spare(8)};
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     CHECK(plan.version == -1);
     CHECK(plan.problem.find("dp1.tp0.pp0") != std::string::npos);
     CHECK(plan.problem.find("what the live processes hold") != std::string::npos);
@@ -83,7 +83,7 @@ TEST_CASE("owner and ring holder dead on live nodes: survivors there serve the d
     s1.local.push_back({0, {10, 9}});
     s3.local.push_back({2, {9, 8}});
     const std::vector<Report> reports{s1, s3, spare(7), spare(8)};
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     CHECK(plan.version == 9);
     REQUIRE(plan.replacements.size() == 2);
     CHECK(plan.replacements[0].role == 0);
@@ -95,12 +95,12 @@ TEST_CASE("owner and ring holder dead on live nodes: survivors there serve the d
     CHECK(deserialize(serialize(s1)).local.size() == 1);
     CHECK(deserialize(serialize(s1)).local[0].versions.older == 9);
     // Not in a warm relaunch: there the role's new process on that node reads it as its own.
-    CHECK(make_plan(shape, reports, Mode::relaunch).version == -1);
+    CHECK(plan_repair(shape, reports, Mode::relaunch).version == -1);
 }
 
 TEST_CASE("more dead roles than spares: the rest is counted as missing") {
     const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9)};
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     CHECK(plan.dead_roles == std::vector<int>{1, 3});
     CHECK(plan.missing_spares == 2);
 }
@@ -108,7 +108,7 @@ TEST_CASE("more dead roles than spares: the rest is counted as missing") {
 TEST_CASE("spares are taken in process-id order, whatever their rank") {
     const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
                                       survivor(3, 10, 9, 1, 10, 9), spare(9), spare(5)};
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     REQUIRE(plan.replacements.size() == 1);
     CHECK(plan.replacements[0].process == 4);  // id 5
 }
@@ -119,7 +119,7 @@ TEST_CASE("warm relaunch: a process holding a role but none of its state is rest
     fresh0.node = fresh1.node = "node2";
     const std::vector<Report> reports{fresh0, fresh1, survivor(2, 7, 6, 0, 7, 6, -1),
                                       survivor(3, 7, 6, 1, 7, 6, -1)};
-    const Plan plan = make_plan(shape, reports, Mode::relaunch);
+    const Plan plan = plan_repair(shape, reports, Mode::relaunch);
     CHECK(plan.version == 7);
     REQUIRE(plan.replacements.size() == 2);
     CHECK(plan.replacements[0].process == 0);
@@ -128,14 +128,14 @@ TEST_CASE("warm relaunch: a process holding a role but none of its state is rest
     CHECK(plan.replacements[1].payload_from == 3);
     CHECK(plan.dead_roles.empty());
     // In-job a live process is never restored in place (it restores from its own snapshots).
-    CHECK(make_plan(shape, reports).version == -1);
+    CHECK(plan_repair(shape, reports).version == -1);
 }
 
 TEST_CASE("a failure before the first version was committed anywhere: everyone starts again from the initial state") {
     // Issue 15 (1): roles 0 and 2 died while version 0 was being protected; nothing changed state.
     Report s1 = survivor(1, -1, -1, 3, -1, -1, 0), s3 = survivor(3, -1, -1, 1, -1, -1, 0);
     s1.pristine = s3.pristine = true;
-    const Plan plan = make_plan(shape, {s1, s3, spare(7), spare(8)});
+    const Plan plan = plan_repair(shape, {s1, s3, spare(7), spare(8)});
     CHECK(plan.initial);
     CHECK(plan.version == 0);
     CHECK(plan.problem.empty());
@@ -143,8 +143,8 @@ TEST_CASE("a failure before the first version was committed anywhere: everyone s
     CHECK(plan.missing_spares == 0);
     // Once an optimizer ran (a survivor is no longer pristine), a lost version stays lost.
     s3.pristine = false;
-    CHECK_FALSE(make_plan(shape, {s1, s3, spare(7), spare(8)}).initial);
-    CHECK(make_plan(shape, {s1, s3, spare(7), spare(8)}).version == -1);
+    CHECK_FALSE(plan_repair(shape, {s1, s3, spare(7), spare(8)}).initial);
+    CHECK(plan_repair(shape, {s1, s3, spare(7), spare(8)}).version == -1);
 }
 
 TEST_CASE("version 0 committed at a ring holder but not in its live owner's own store: the initial state, not an in-place restore") {
@@ -154,7 +154,7 @@ TEST_CASE("version 0 committed at a ring holder but not in its live owner's own 
     Report s0 = survivor(0, -1, -1, 2, -1, -1, 0), s2 = survivor(2, 0, -1, 0, 0, -1, 0),
            s3 = survivor(3, 0, -1, 1, 0, -1, 0);
     s0.pristine = s2.pristine = s3.pristine = true;
-    const Plan plan = make_plan(shape, {s0, s2, s3, spare(7)});
+    const Plan plan = plan_repair(shape, {s0, s2, s3, spare(7)});
     CHECK(plan.initial);
     CHECK(plan.version == 0);
     REQUIRE(plan.replacements.size() == 1);
@@ -163,7 +163,7 @@ TEST_CASE("version 0 committed at a ring holder but not in its live owner's own 
     // Had an optimizer run, the state would be lost (and the plan would say why), never
     // restored into a live process from a holder.
     s2.pristine = false;
-    const Plan lost = make_plan(shape, {s0, s2, s3, spare(7)});
+    const Plan lost = plan_repair(shape, {s0, s2, s3, spare(7)});
     CHECK(lost.version == -1);
     CHECK(lost.problem.find("no committed snapshot of its own") != std::string::npos);
 }
@@ -182,12 +182,12 @@ TEST_CASE("warm relaunch after an in-job repair: stale own segments of a role th
                                       survivor(1, 1073, 1072, 3, 1073, 1072, -1),
                                       survivor(2, 490, 489, 0, 1074, 1073, -1),
                                       survivor(3, 1074, 1073, 1, 1073, 1072, -1)};
-    const Plan in_job = make_plan(shape, reports);  // in-job rules: a live role must hold it itself
+    const Plan in_job = plan_repair(shape, reports);  // in-job rules: a live role must hold it itself
     CHECK(in_job.version == -1);
     // The message names, per version, a role that really lacks it.
     CHECK(in_job.problem.find("version 1074: role dp1.tp0.pp0") != std::string::npos);
     CHECK(in_job.problem.find("version 1073: role dp2.tp0.pp0") != std::string::npos);
-    const Plan plan = make_plan(shape, reports, Mode::relaunch);
+    const Plan plan = plan_repair(shape, reports, Mode::relaunch);
     CHECK(plan.version == 1073);
     REQUIRE(plan.replacements.size() == 1);
     CHECK(plan.replacements[0].role == 2);
@@ -202,7 +202,7 @@ TEST_CASE("warm relaunch: a role restored in place is never a source") {
     // replicated buffers may not come from it.
     const std::vector<Report> reports{survivor(0, 6, 5, 2, 7, 6, -1), survivor(1, -1, -1, 3, -1, -1, -1),
                                       survivor(2, 7, 6, 0, 7, 6, -1), survivor(3, 7, 6, 1, 7, 6, -1)};
-    const Plan plan = make_plan(shape, reports, Mode::relaunch);
+    const Plan plan = plan_repair(shape, reports, Mode::relaunch);
     CHECK(plan.version == 7);
     REQUIRE(plan.replacements.size() == 2);
     CHECK(plan.replacements[0].role == 0);
@@ -214,18 +214,18 @@ TEST_CASE("warm relaunch: a role restored in place is never a source") {
 TEST_CASE("the outcome for each process: survivors keep their role, the spare that takes one is recovered") {
     const std::vector<Report> reports{survivor(0, 10, 9, 2, 10, 9), survivor(2, 10, 9, 0, 10, 9),
                                       survivor(3, 10, 9, 1, 10, 9), spare(7), spare(8)};
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     REQUIRE(plan.role_of_process == std::vector<int>{0, 2, 3, 1, -1});
-    const Outcome kept = outcome_of(plan, 1, 2, "hot");
+    const RepairOutcome kept = outcome_of(plan, 1, 2, "hot");
     CHECK(kept.role == 2);
     CHECK(kept.part == Part::survivor);
     CHECK(kept.tier == 1);
     CHECK(kept.replacement == "hot");
     CHECK(kept.plan.version == 10);
-    const Outcome taken = outcome_of(plan, 3, -1, "hot");
+    const RepairOutcome taken = outcome_of(plan, 3, -1, "hot");
     CHECK(taken.role == 1);
     CHECK(taken.part == Part::recovered);
-    const Outcome parked = outcome_of(plan, 4, -1, "hot");
+    const RepairOutcome parked = outcome_of(plan, 4, -1, "hot");
     CHECK(parked.role == -1);
     CHECK(parked.part == Part::spare);
     Plan from_hdf5 = plan;
@@ -253,7 +253,7 @@ Report spare_with(std::int64_t id, std::int64_t room, std::string unhealthy = {}
 
 TEST_CASE("admission: a spare short of /dev/shm room is passed over for the next one, and named") {
     const auto reports = one_dead_role(4096, {spare_with(7, 1024), spare_with(8, 1 << 20)});
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     CHECK(plan.version == 10);
     CHECK(plan.missing_spares == 0);
     REQUIRE(plan.replacements.size() == 1);
@@ -269,25 +269,25 @@ TEST_CASE("admission: a spare short of /dev/shm room is passed over for the next
 TEST_CASE("admission: a spare whose own check failed (its GPU) is passed over") {
     const auto reports = one_dead_role(4096, {spare_with(7, 1 << 20, "its GPU check failed: cudaMalloc: out of memory"),
                                               spare_with(8, 1 << 20)});
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     CHECK(plan.role_of_process == std::vector<int>{0, 2, 3, -1, 1});
     REQUIRE(plan.rejected_spares.size() == 1);
     CHECK(plan.rejected_spares[0].reason == "its GPU check failed: cudaMalloc: out of memory");
 }
 
 TEST_CASE("admission: no admissible spare left is the out-of-spares path, and spares not needed are not tried") {
-    const Plan none = make_plan(shape, one_dead_role(4096, {spare_with(7, 0), spare_with(8, 100)}));
+    const Plan none = plan_repair(shape, one_dead_role(4096, {spare_with(7, 0), spare_with(8, 100)}));
     CHECK(none.missing_spares == 1);
     CHECK(none.rejected_spares.size() == 2);
     CHECK(none.role_of_process == std::vector<int>{0, 2, 3, -1, -1});
     // The first spare passes: the second, short of room, is never tried (and never named).
-    const Plan first = make_plan(shape, one_dead_role(4096, {spare_with(7, 1 << 20), spare_with(8, 0)}));
+    const Plan first = plan_repair(shape, one_dead_role(4096, {spare_with(7, 1 << 20), spare_with(8, 0)}));
     CHECK(first.rejected_spares.empty());
     CHECK(first.role_of_process == std::vector<int>{0, 2, 3, 1, -1});
     // Nobody died: nobody is admitted or rejected.
     std::vector<Report> all{survivor(0, 10, 9, 2, 10, 9), survivor(1, 10, 9, 3, 10, 9), survivor(2, 10, 9, 0, 10, 9),
                             survivor(3, 10, 9, 1, 10, 9), spare_with(7, 0)};
-    CHECK(make_plan(shape, all).rejected_spares.empty());
+    CHECK(plan_repair(shape, all).rejected_spares.empty());
 }
 
 TEST_CASE("admission: an unchecked room (-1) and no need pass; the count of admissible spares decides the spawns") {
@@ -299,7 +299,7 @@ TEST_CASE("admission: an unchecked room (-1) and no need pass; the count of admi
     CHECK(shm_need(reports) == 4096);
     CHECK(admissible_spares(reports) == 2);
     // A spawned process (higher id) takes the role when the hot spare fails admission.
-    const Plan plan = make_plan(shape, one_dead_role(4096, {spare_with(7, 0), spare_with(2000003, 1 << 20)}));
+    const Plan plan = plan_repair(shape, one_dead_role(4096, {spare_with(7, 0), spare_with(2000003, 1 << 20)}));
     CHECK(plan.role_of_process == std::vector<int>{0, 2, 3, -1, 1});
     CHECK(plan.rejected_spares.size() == 1);
 }
@@ -354,7 +354,7 @@ TEST_CASE("slots: a spawned process (no slot yet) and two replacements on one no
     CHECK(slots_after(reports, {2, 1, 0}, 3) == std::vector<int>{0, 1, 2});
 }
 
-TEST_CASE("slots: make_plan fills them, and the slot survives serialization") {
+TEST_CASE("slots: plan_repair fills them, and the slot survives serialization") {
     std::vector<Report> reports;
     for (int role : {0, 2, 3}) {
         Report r = survivor(role, 9, 8, (role + 2) % 4, 9, 8);
@@ -364,7 +364,7 @@ TEST_CASE("slots: make_plan fills them, and the slot survives serialization") {
     Report s = spare(100);
     s.slot = 0;
     reports.push_back(s);
-    const Plan plan = make_plan(shape, reports);
+    const Plan plan = plan_repair(shape, reports);
     CHECK(plan.slot_of_role == std::vector<int>{0, 0, 0, 1});  // role 1 on node2 (spare's own slot 0)
     CHECK(deserialize(serialize(s)).slot == 0);
     CHECK(deserialize(serialize(reports[0])).slot == 0);

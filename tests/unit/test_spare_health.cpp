@@ -1,5 +1,5 @@
 // A spare's own admission check of /dev/shm (runtime/spare_health.hpp): the named fake's scopes
-// and the room it reports (the decision is make_plan's: test_recovery_plan.cpp).
+// and the room it reports (the decision is plan_repair's: test_recovery_plan.cpp).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 

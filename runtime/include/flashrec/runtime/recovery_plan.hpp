@@ -110,7 +110,7 @@ struct Plan {
 // in_job: live roles restore their own newest snapshots (they are current). relaunch: a live
 // role may be restored in place from a replica when its node's own snapshots lack the version.
 enum class Mode { in_job, relaunch };
-Plan make_plan(const topology::Shape& shape, const std::vector<Report>& reports, Mode mode = Mode::in_job);
+Plan plan_repair(const topology::Shape& shape, const std::vector<Report>& reports, Mode mode = Mode::in_job);
 
 // This process's part in the job a recovery leaves. (Whether the state restored is the job's
 // initial one is the plan's: Plan::initial.)
@@ -135,7 +135,7 @@ struct Timeline {
     void mark(const std::string& phase);
 };
 
-struct Outcome {
+struct RepairOutcome {
     Plan plan;
     int role = -1;              // this process's role index from now on (-1: a spare)
     Part part = Part::spare;
@@ -145,6 +145,6 @@ struct Outcome {
 };
 // The outcome of an in-job plan for the process at `process` (its rank in the new universe)
 // that held role `current_role` (-1: a spare or a new process). Pure.
-Outcome outcome_of(Plan plan, int process, int current_role, std::string replacement);
+RepairOutcome outcome_of(Plan plan, int process, int current_role, std::string replacement);
 
 }  // namespace flashrec::recovery

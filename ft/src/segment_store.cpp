@@ -1,3 +1,5 @@
+// The segment store: the node-local snapshot segments in /dev/shm, their slots, headers and
+// verification (declared in flashrec/ft/snapshot.hpp; the format is docs/snapshots.md).
 #include "flashrec/ft/snapshot.hpp"
 
 #include "flashrec/ft/checksum.hpp"
