@@ -469,16 +469,20 @@ NcclComm NcclComm::shrink(std::span<const int> excluded, NcclOptions options) {
                         __LINE__, ft::world_rank(), "no communicator came back from the shrink of '" + name_ + "'");
     }
     c.comm_ = handle;
+    settle_child(c, "ncclCommShrink");
+    abort();  // the parent, released the way NCCL asks after a failure
+    return c;
+}
+
+void NcclComm::settle_child(NcclComm& child, const char* call) {
     try {
-        c.wait_settled("ncclCommShrink", {}, __FILE__, __LINE__);
+        child.wait_settled(call, {}, __FILE__, __LINE__);
     } catch (...) {
         abort();
         throw;
     }
-    FLASHREC_NCCL_CHECK(ncclCommUserRank(c.comm_, &c.rank_));
-    FLASHREC_NCCL_CHECK(ncclCommCount(c.comm_, &c.size_));
-    abort();  // the parent, released the way NCCL asks after a failure
-    return c;
+    FLASHREC_NCCL_CHECK(ncclCommUserRank(child.comm_, &child.rank_));
+    FLASHREC_NCCL_CHECK(ncclCommCount(child.comm_, &child.size_));
 }
 
 ft::NcclAbilities NcclComm::abilities() noexcept {
@@ -541,14 +545,7 @@ NcclComm NcclComm::grow(int nranks, const ncclUniqueId* id, NcclOptions options)
                         ft::world_rank(), last != nullptr ? last : "");
     }
     c.comm_ = handle;
-    try {
-        c.wait_settled("ncclCommGrow", {}, __FILE__, __LINE__);
-    } catch (...) {
-        abort();
-        throw;
-    }
-    FLASHREC_NCCL_CHECK(ncclCommUserRank(c.comm_, &c.rank_));
-    FLASHREC_NCCL_CHECK(ncclCommCount(c.comm_, &c.size_));
+    settle_child(c, "ncclCommGrow");
     // The parent: healthy, but no longer used. Its release runs beside the job and is joined
     // when the grown communicator goes, not now (this object is usually a temporary).
     release_in_background();

@@ -182,6 +182,9 @@ private:
     // Polls until settled; on an abort verdict aborts and throws NcclError naming `what`.
     void wait_settled(const char* what, const std::function<bool()>& op_complete, const char* file,
                       int line);
+    // A shrink's or a grow's child, once NCCL handed it out: settled, with its rank and size.
+    // This communicator, its parent, is aborted when the child fails to settle.
+    void settle_child(NcclComm& child, const char* call);
     void run_collective(const char* what, const std::function<ncclResult_t()>& enqueue,
                         cudaStream_t stream, const char* file, int line);
     void tag(MPI_Comm mpi);
