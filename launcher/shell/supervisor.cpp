@@ -199,7 +199,7 @@ void Supervisor::execute(Effects effects) {
 void Supervisor::carry_out(const Effect& effect) {
     const pid_t mpirun = attempt_.child.pid();
     if (const auto* record = std::get_if<LogRecord>(&effect)) {
-        log(record->event, record->fields);
+        log(event_of(record->record), fields_of(record->record));
     } else if (const auto* line = std::get_if<Say>(&effect)) {
         say(line->line);
     } else if (const auto* kill = std::get_if<KillRank>(&effect)) {
