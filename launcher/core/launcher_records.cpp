@@ -513,6 +513,64 @@ struct Table<launcher::AcceptFailed> {
         FieldSpec{"what", &R::what}};
 };
 template <>
+struct Table<launcher::JobStart> {
+    using R = launcher::JobStart;
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"job", &R::job},
+        FieldSpec{"run_id", &R::run_id},
+        FieldSpec{"config", &R::config},
+        FieldSpec{"program", &R::program},
+        FieldSpec{"launcher_version", &R::launcher_version},
+        FieldSpec{"nccl_version", &R::nccl_version},
+        FieldSpec{"launcher_pid", &R::launcher_pid},
+        FieldSpec{"host", &R::host},
+        FieldSpec{"resume", &R::resume},
+        FieldSpec{"faults", &R::faults},
+        FieldSpec{"steps", &R::steps},
+        FieldSpec{"warm_relaunches_allowed", &R::warm_relaunches_allowed},
+        FieldSpec{"checkpoint_dir", &R::checkpoint_dir},
+        FieldSpec{"hang_timeout_ms", &R::hang_timeout_ms},
+        FieldSpec{"heartbeat_ms", &R::heartbeat_ms},
+        FieldSpec{"transport", &R::transport},
+        FieldSpec{"events", &R::events}};
+};
+template <>
+struct Table<launcher::JobLayout::Shape> {
+    using R = launcher::JobLayout::Shape;
+    static constexpr auto fields = std::tuple{FieldSpec{"dp", &R::dp}, FieldSpec{"tp", &R::tp}, FieldSpec{"pp", &R::pp}};
+};
+template <>
+struct Table<launcher::JobLayout::Rank> {
+    using R = launcher::JobLayout::Rank;
+    static constexpr auto fields = std::tuple{FieldSpec{"rank", &R::rank}, FieldSpec{"role", &R::role}};
+};
+template <>
+struct Table<launcher::JobLayout::Node> {
+    using R = launcher::JobLayout::Node;
+    static constexpr auto fields = std::tuple{FieldSpec{"node", &R::node}, FieldSpec{"ranks", &R::ranks}};
+};
+template <>
+struct Table<launcher::JobLayout::HotSpare> {
+    using R = launcher::JobLayout::HotSpare;
+    static constexpr auto fields =
+        std::tuple{FieldSpec{"rank", &R::rank}, FieldSpec{"role", &R::role}, FieldSpec{"node", &R::node}};
+};
+template <>
+struct Table<launcher::JobLayout> {
+    using R = launcher::JobLayout;
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"shape", &R::shape},
+        FieldSpec{"processes", &R::processes},
+        FieldSpec{"active", &R::active},
+        FieldSpec{"placement", &R::placement},
+        FieldSpec{"virtual_nodes", &R::virtual_nodes},
+        FieldSpec{"nodes", &R::nodes},
+        FieldSpec{"hot_spares", &R::hot_spares},
+        FieldSpec{"spare_nodes", &R::spare_nodes},
+        FieldSpec{"control", &R::control},
+        FieldSpec{"metrics", &R::metrics, kNullable}};
+};
+template <>
 struct Table<launcher::AttemptTornDown> {
     using R = launcher::AttemptTornDown;
     static constexpr auto fields = std::tuple{
@@ -636,6 +694,8 @@ nlohmann::json RankLossPassedOn::to_json() const { return write(*this); }
 nlohmann::json NodeFellSilent::to_json() const { return write(*this); }
 nlohmann::json ControllerPaused::to_json() const { return write(*this); }
 nlohmann::json AcceptFailed::to_json() const { return write(*this); }
+nlohmann::json JobStart::to_json() const { return write(*this); }
+nlohmann::json JobLayout::to_json() const { return write(*this); }
 nlohmann::json AttemptTornDown::to_json() const { return write(*this); }
 nlohmann::json AllocationUnknown::to_json() const { return write(*this); }
 nlohmann::json NodeCheck::to_json() const { return write(*this); }

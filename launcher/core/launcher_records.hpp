@@ -488,7 +488,7 @@ struct RankLossPassedOn {
     FLASHREC_LAUNCHER_RECORD("rank_loss_passed_on");
     std::string role;
     std::string nspace;
-    int rank = 0;
+    std::int64_t rank = 0;
     std::int64_t recipients = 0;
 };
 
@@ -514,6 +514,61 @@ struct AcceptFailed {
 };
 
 // --- the shell's records (shell/supervisor.cpp) -------------------------------------------------
+
+// The job's first record: what was started, with which settings.
+struct JobStart {
+    FLASHREC_LAUNCHER_RECORD("job_start");
+    std::string job;
+    std::string run_id;
+    std::string config;
+    std::string program;
+    std::string launcher_version;
+    std::string nccl_version;  // the NCCL flashrec was built with
+    int launcher_pid = 0;
+    std::string host;
+    bool resume = false;
+    std::vector<std::string> faults;
+    std::int64_t steps = 0;
+    int warm_relaunches_allowed = 0;
+    std::string checkpoint_dir;
+    int hang_timeout_ms = 0;
+    int heartbeat_ms = 0;
+    std::string transport;
+    std::string events;
+};
+
+// The nodes with their ranks, the hot spares, the spare nodes.
+struct JobLayout {
+    FLASHREC_LAUNCHER_RECORD("layout");
+    struct Shape {
+        int dp = 0;
+        int tp = 0;
+        int pp = 0;
+    };
+    struct Rank {
+        int rank = 0;
+        std::string role;
+    };
+    struct Node {
+        std::string node;
+        std::vector<Rank> ranks;
+    };
+    struct HotSpare {
+        int rank = 0;
+        std::string role;
+        std::string node;
+    };
+    Shape shape;
+    int processes = 0;
+    int active = 0;
+    std::string placement;
+    bool virtual_nodes = false;
+    std::vector<Node> nodes;
+    std::vector<HotSpare> hot_spares;
+    std::vector<std::string> spare_nodes;
+    std::string control;
+    std::optional<std::string> metrics;  // null without a metrics server
+};
 
 struct AttemptTornDown {
     FLASHREC_LAUNCHER_RECORD("teardown");
