@@ -1655,3 +1655,45 @@ TEST_CASE("effect order: a job death carried out through the queue, as the shell
     CHECK(at("StartAttempt") < at("launch"));
     CHECK(h.core->attempt().index == 2);
 }
+
+// The records' JSON is written from their field tables (launcher_records.cpp): exactly the
+// table's fields, an optional one only when set, a nullable one as null, nested parts as objects.
+TEST_CASE("records: a record's JSON holds its table's fields and no other") {
+    const auto keys = [](const json& j) {
+        std::vector<std::string> out;
+        for (const auto& [k, v] : j.items()) out.push_back(k);
+        return out;
+    };
+    AttemptJudged judged;
+    judged.attempt = 2;
+    judged.pid = 77;
+    judged.status = "exit code 1";
+    CHECK(keys(judged.to_json()) == std::vector<std::string>{"attempt", "pid", "roles_finished", "status"});
+    judged.exit_code = 1;
+    CHECK(judged.to_json() ==
+          json{{"attempt", 2}, {"pid", 77}, {"status", "exit code 1"}, {"roles_finished", false}, {"exit_code", 1}});
+
+    HangKill hang{3, "dp1.tp0.pp0", 12, "n1", "killed", "SIGKILL", 1500, std::nullopt};
+    CHECK(hang.to_json().at("since_injection_ms").is_null());  // nullable: always there
+
+    RestartFigures fig;
+    fig.tier = 2;
+    fig.reason = {4, "job_lost", "mpirun exited 1"};
+    fig.outcome = "resumed";
+    fig.phases_ms.detect = 1.5;
+    fig.phases_ms.teardown = 2.5;
+    const json warm = WarmRelaunch{1, 2, fig}.to_json();
+    // The shared figures sit beside the relaunch's own fields, not under a key of their own.
+    CHECK(keys(warm) == std::vector<std::string>{"attempt", "died_unix_ms", "of", "outcome", "phases_ms", "reason",
+                                                 "relaunch", "steps_done_before", "tier"});
+    CHECK(warm.at("reason") == json{{"incident", 4}, {"classification", "job_lost"}, {"detail", "mpirun exited 1"}});
+    CHECK(warm.at("phases_ms") == json{{"detect", 1.5}, {"teardown", 2.5}});
+    CHECK_FALSE(ColdRestart{1, fig}.to_json().contains("of"));
+
+    NewLayout layout;
+    layout.replaced = {{"fn1", "fn3"}};
+    const json relayout = layout.to_json();
+    CHECK(relayout.at("policy").is_null());
+    CHECK(relayout.at("replaced") == json::array({{{"node", "fn1"}, {"spare_node", "fn3"}}}));
+    CHECK(event_of(CoreRecord(layout)) == "relayout");
+}
