@@ -1,5 +1,7 @@
 #include "flashrec/ft/records.hpp"
 
+#include "flashrec/ft/record_fields.hpp"
+
 #include <cmath>
 #include <tuple>
 #include <type_traits>
@@ -90,31 +92,9 @@ json head(const char* event) { return json{{"event", event}, {"v", kVersion}}; }
 // Each record's fields, described once: the table below is what to_json writes and what
 // from_json reads and checks, field by field in the table's order.
 
-enum class Presence {
-    required,  // always written; a record without it is refused
-    optional,  // a std::optional written when set, or a plain member added after the record's
-               // first version; absent or null when read: the member keeps its default
-    nullable,  // a std::optional always written, null when unset or not finite
-};
+// (Presence, FieldSpec, Table and the writer: record_fields.hpp, shared with the launcher's records.)
 
-// One field: its name in the JSON, the member it is, its presence.
-template <class R, class T>
-struct FieldSpec {
-    const char* name;
-    T R::*member;
-    Presence presence = Presence::required;
-};
-template <class R, class T>
-FieldSpec(const char*, T R::*) -> FieldSpec<R, T>;
-template <class R, class T>
-FieldSpec(const char*, T R::*, Presence) -> FieldSpec<R, T>;
-
-// Table<R>::fields: a tuple of FieldSpec<R, ...>.
-template <class R>
-struct Table;
-
-constexpr auto kOptional = Presence::optional;
-constexpr auto kNullable = Presence::nullable;
+}  // namespace
 
 template <>
 struct Table<Step> {
@@ -271,11 +251,11 @@ struct Table<SpareRejected> {
                                               FieldSpec{"reason", &R::reason}, FieldSpec{"epoch", &R::epoch}};
 };
 
-// ------------------------------------------------------------------------------------------
-// the machinery: one reader and one writer per member type
+namespace {
 
-template <class R>
-void write_fields(const R& record, json& j);
+// ------------------------------------------------------------------------------------------
+// the reader: one per member type (the writer is record_fields.hpp's)
+
 template <class R>
 void read_fields(const Reader& r, R& record);
 
@@ -311,48 +291,12 @@ void read_value(const Reader& r, const char* f, std::optional<T>& v) {
     v = std::move(value);
 }
 
-template <class T>
-json to_value(const T& v) {
-    return json(v);
-}
-json to_value(const std::vector<PlatformMismatch::Field>& fields) {
-    json out = json::array();
-    for (const auto& f : fields) {
-        json entry = json::object();
-        write_fields(f, entry);
-        out.push_back(std::move(entry));
-    }
-    return out;
-}
-
-template <class T>
-struct IsOptional : std::false_type {};
-template <class T>
-struct IsOptional<std::optional<T>> : std::true_type {};
-
-template <class R, class T>
-void put(json& j, const R& record, const FieldSpec<R, T>& f) {
-    const T& v = record.*f.member;
-    if constexpr (IsOptional<T>::value) {
-        if (f.presence == Presence::nullable)
-            j[f.name] = v && std::isfinite(*v) ? to_value(*v) : json(nullptr);
-        else if (v)
-            j[f.name] = to_value(*v);
-    } else {
-        j[f.name] = to_value(v);
-    }
-}
-
 template <class R, class T>
 void get(const Reader& r, R& record, const FieldSpec<R, T>& f) {
     if (f.presence != Presence::required && !r.has(f.name)) return;
     read_value(r, f.name, record.*f.member);
 }
 
-template <class R>
-void write_fields(const R& record, json& j) {
-    std::apply([&](const auto&... f) { (put(j, record, f), ...); }, Table<R>::fields);
-}
 template <class R>
 void read_fields(const Reader& r, R& record) {
     std::apply([&](const auto&... f) { (get(r, record, f), ...); }, Table<R>::fields);

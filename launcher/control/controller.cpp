@@ -1,4 +1,5 @@
 #include "controller.hpp"
+#include "launcher_records.hpp"
 #include "node_liveness.hpp"
 
 #include <map>
@@ -55,14 +56,14 @@ RankIncident make_incident(const RankInfo& info, IncidentReason reason, ControlC
                         duration_cast<milliseconds>(stuck_for)};
 }
 
-nlohmann::json to_json(const RankIncident& incident) {
-    return {{"role", incident.role},
-            {"hostname", incident.hostname},
-            {"world_rank", incident.world_rank},
-            {"pid", incident.pid},
-            {"reason", to_string(incident.reason)},
-            {"last_step_tag", incident.last_step_tag},
-            {"detection_latency_ms", incident.detection_latency.count()}};
+RankIncidentFields fields_of(const RankIncident& incident) {
+    return {incident.role,
+            incident.hostname,
+            incident.world_rank,
+            incident.pid,
+            std::string(to_string(incident.reason)),
+            incident.last_step_tag,
+            incident.detection_latency.count()};
 }
 
 std::string format_endpoint(const tcp::endpoint& endpoint) {
@@ -201,7 +202,14 @@ struct Controller::Impl {
     ~Impl();
 
     // Event log writes never throw into the io loop.
-    void log(std::string_view event, const nlohmann::json& fields) noexcept;
+    // Writes one of the controller's records (launcher_records.hpp).
+    template <class Record>
+    void log(const Record& record) noexcept {
+        try {
+            event_log->log_event(Record::kEvent, record.to_json());
+        } catch (...) {  // a log that cannot be written must not take the controller down
+        }
+    }
     void record_drop(DropReason reason, std::string_view peer, std::string_view detail);
     template <class Callback, class... Args>
     void invoke(const Callback& callback, std::string_view name, const Args&... args) noexcept;
@@ -307,7 +315,7 @@ private:
             }
             read();
         } catch (const std::exception& e) {
-            owner_.log("control_plane_error", {{"peer", peer_}, {"what", e.what()}});
+            owner_.log(ControlPlaneError{peer_, e.what()});
             close(Ending::lost);
         }
     }
@@ -378,9 +386,8 @@ private:
             // The rank left already (its wait is bounded); its EOF ends the session as usual.
             if (ec) {
                 if (!self->closed_)
-                    self->owner_.log("control_plane_error", {{"peer", self->peer_},
-                                                             {"what", std::string(self->outbox_.front().name) +
-                                                                          " not sent: " + ec.message()}});
+                    self->owner_.log(ControlPlaneError{
+                        self->peer_, std::string(self->outbox_.front().name) + " not sent: " + ec.message()});
                 self->outbox_.clear();
                 return;
             }
@@ -457,12 +464,11 @@ Controller::Impl::Impl(ControllerOptions opts)
     if (!ec) bound = acceptor.local_endpoint(ec);
     if (ec) throw Error("control plane: cannot listen on " + format_endpoint(wanted) + ": " + ec.message());
 
-    log("control_plane_listening", {{"endpoint", format_endpoint(bound)},
-                                    {"hang_timeout_ms", options.hang_timeout.count()}});
+    log(ControlPlaneListening{format_endpoint(bound), options.hang_timeout.count()});
     accept_next();
     schedule_check();
     thread = std::thread([this] {
-        run_io_loop(io, [this](std::string_view what) { log("control_plane_error", {{"what", what}}); });
+        run_io_loop(io, [this](std::string_view what) { log(ControlPlaneError{std::nullopt, std::string(what)}); });
     });
 }
 
@@ -472,20 +478,13 @@ Controller::Impl::~Impl() {
     // Sessions still queued in handlers are destroyed with io, which is destroyed last.
 }
 
-void Controller::Impl::log(std::string_view event, const nlohmann::json& fields) noexcept {
-    try {
-        event_log->log_event(event, fields);
-    } catch (...) {  // a log that cannot be written must not take the controller down
-    }
-}
-
 void Controller::Impl::record_drop(DropReason reason, std::string_view peer, std::string_view detail) {
     ++drops[static_cast<std::size_t>(reason)];
     const std::uint64_t logged = drops_logged++;
     if (logged < kMaxLoggedDrops)
-        log("connection_dropped", {{"peer", peer}, {"reason", to_string(reason)}, {"detail", detail}});
+        log(ConnectionDropped{std::string(peer), std::string(to_string(reason)), std::string(detail)});
     else if (logged == kMaxLoggedDrops)
-        log("connection_drops_unlogged", {{"after", kMaxLoggedDrops}, {"note", "further drops are only counted"}});
+        log(ConnectionDropsUnlogged{static_cast<std::int64_t>(kMaxLoggedDrops), "further drops are only counted"});
 }
 
 template <class Callback, class... Args>
@@ -494,9 +493,9 @@ void Controller::Impl::invoke(const Callback& callback, std::string_view name, c
     try {
         callback(args...);
     } catch (const std::exception& e) {
-        log("callback_failed", {{"callback", name}, {"what", e.what()}});
+        log(CallbackFailed{std::string(name), e.what()});
     } catch (...) {
-        log("callback_failed", {{"callback", name}, {"what", "unknown exception"}});
+        log(CallbackFailed{std::string(name), "unknown exception"});
     }
 }
 
@@ -520,20 +519,16 @@ std::optional<RankSlot> Controller::Impl::admit(const wire::Hello& hello, std::s
         slot = tracker.register_rank(hello, now);
         if (liveness) liveness->watch(hello.role, hello.hostname, now);
     }
-    nlohmann::json fields = {{"role", hello.role},
-                             {"world_rank", hello.world_rank},
-                             {"pid", hello.pid},
-                             {"hostname", hello.hostname},
-                             {"peer", peer}};
+    RankRegistered registered{hello.role, hello.world_rank, hello.pid, hello.hostname, std::string(peer), std::nullopt};
     std::optional<RankIncident> superseded;
     if (previous && previous->status == RankStatus::active) {
-        fields["supersedes_pid"] = previous->pid;
+        registered.supersedes_pid = previous->pid;
         if (previous->pid != hello.pid || previous->hostname != hello.hostname)
             superseded = make_incident(*previous, IncidentReason::superseded, now - previous->last_heartbeat);
     }
-    log("rank_registered", fields);
+    log(registered);
     if (superseded) {
-        log("rank_superseded", to_json(*superseded));
+        log(RankSupersededRecord{fields_of(*superseded)});
         invoke(options.on_superseded, "on_superseded", *superseded);
     }
     return slot;
@@ -551,7 +546,7 @@ bool Controller::Impl::on_heartbeat(RankSlot slot, const wire::Heartbeat& beat) 
 
 bool Controller::Impl::on_event(RankSlot slot, nlohmann::json record) {
     if (!record.is_object()) {  // only reachable through feed_event: the decoder checked the rest
-        log("event_rejected", {{"what", "an event must be a JSON object"}});
+        log(EventRejected{std::nullopt, std::nullopt, "an event must be a JSON object"});
         return false;
     }
     {
@@ -568,9 +563,7 @@ bool Controller::Impl::on_event(RankSlot slot, nlohmann::json record) {
         records::validate(record);
         event_log->log(record);
     } catch (const std::exception& e) {
-        log("event_rejected", {{"source", record.value("source", "")},
-                               {"record", record.value("event", "")},
-                               {"what", e.what()}});
+        log(EventRejected{record.value("source", ""), record.value("event", ""), e.what()});
         return false;
     }
     invoke(options.on_event, "on_event", record);
@@ -592,9 +585,9 @@ void Controller::Impl::on_disconnect(RankSlot slot, bool clean, bool process_gon
         lost = tracker.disconnect(slot, clean, ControlClock::now());
     }
     if (exited)
-        log("rank_exited", {{"role", exited->role}, {"pid", exited->pid}, {"last_step_tag", exited->step_tag}});
+        log(RankExited{exited->role, exited->pid, exited->step_tag});
     if (lost) {
-        log("rank_lost", to_json(*lost));
+        log(RankLostRecord{fields_of(*lost)});
         if (gone)
             asio::post(io, [this, index = slot.index, process = *gone, role = lost->role] { pass_on(index, process, role); });
         invoke(options.on_lost, "on_lost", *lost);
@@ -610,7 +603,7 @@ void Controller::Impl::pass_on(std::uint32_t lost_index, const wire::MpiProcess&
         ++recipients;
     }
     peer_lost_frames.fetch_add(recipients, std::memory_order_relaxed);
-    log("rank_loss_passed_on", {{"role", role}, {"nspace", process.nspace}, {"rank", process.rank}, {"recipients", recipients}});
+    log(RankLossPassedOn{role, process.nspace, process.rank, static_cast<std::int64_t>(recipients)});
 }
 
 void Controller::Impl::lose_node(const std::string& node) {
@@ -633,16 +626,13 @@ void Controller::Impl::lose_node(const std::string& node) {
             }
         }
     }
-    nlohmann::json roles = nlohmann::json::array();
-    for (const auto& entry : lost) roles.push_back(entry.first.role);
-    log("node_lost", {{"node", node},
-                      {"roles", roles},
-                      {"silent_ms", lost.empty() ? 0 : lost.front().first.detection_latency.count()},
-                      {"node_timeout_ms", options.node_timeout.count()},
-                      {"evidence_heartbeats", liveness->evidence()}});
+    NodeFellSilent silent{node, {}, lost.empty() ? 0 : lost.front().first.detection_latency.count(),
+                          options.node_timeout.count(), liveness->evidence()};
+    for (const auto& entry : lost) silent.roles.push_back(entry.first.role);
+    log(silent);
     for (std::size_t i = 0; i < lost.size(); ++i) {
         const auto& [incident, gone] = lost[i];
-        log("rank_lost", to_json(incident));
+        log(RankLostRecord{fields_of(incident)});
         // The lost process itself is told so, first: a frozen one reads it once thawed and ends
         // itself before it touches MPI again (runtime: on_peer_lost naming itself); its next
         // heartbeat is refused, which closes the connection. Then the others hear of the loss.
@@ -668,10 +658,10 @@ void Controller::Impl::run_check() {
     }
     for (const auto& node : lost_nodes) lose_node(node);
     if (paused > ControlClock::duration::zero())
-        log("controller_paused", {{"ms", std::chrono::duration_cast<milliseconds>(paused).count()},
-                                  {"effect", "the ranks' hang timers were restarted"}});
+        log(ControllerPaused{std::chrono::duration_cast<milliseconds>(paused).count(),
+                             "the ranks' hang timers were restarted"});
     for (const RankIncident& incident : newly_hung) {
-        log("rank_hung", to_json(incident));
+        log(RankHungRecord{fields_of(incident)});
         invoke(options.on_hung, "on_hung", incident);
     }
 }
@@ -680,7 +670,7 @@ void Controller::Impl::accept_next() {
     acceptor.async_accept([this](const error_code& ec, tcp::socket socket) {
         if (ec == asio::error::operation_aborted) return;
         if (ec) {  // e.g. out of file descriptors: wait rather than spin, keep serving the others
-            log("accept_failed", {{"what", ec.message()}});
+            log(AcceptFailed{ec.message()});
             accept_retry_timer.expires_after(kAcceptRetryDelay);
             accept_retry_timer.async_wait([this](const error_code& wait_ec) {
                 if (!wait_ec) accept_next();
@@ -690,7 +680,7 @@ void Controller::Impl::accept_next() {
         try {
             start_session(std::move(socket));
         } catch (const std::exception& e) {
-            log("control_plane_error", {{"what", e.what()}});
+            log(ControlPlaneError{std::nullopt, e.what()});
         }
         accept_next();
     });
@@ -747,7 +737,7 @@ void Controller::Impl::schedule_check() {
         try {
             run_check();
         } catch (const std::exception& e) {
-            log("control_plane_error", {{"what", e.what()}});
+            log(ControlPlaneError{std::nullopt, e.what()});
         }
         schedule_check();
     });

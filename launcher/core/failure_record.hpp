@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "classification.hpp"
+#include "launcher_records.hpp"
 
 namespace flashrec::launcher {
 
@@ -45,7 +46,7 @@ struct Incident {
 
 // The event log's `failure` record (docs/launcher.md); `mpi_errors`: error class -> count seen
 // in the ranks' mpi_error records so far.
-nlohmann::json failure_record(const Incident& incident, const std::map<int, int>& mpi_errors);
+Failure failure_record(const Incident& incident, const std::map<int, int>& mpi_errors);
 
 // Every active rank of a node (at least 2) declared silent within `window` of each other is the
 // node's failure, not theirs.

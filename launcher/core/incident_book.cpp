@@ -22,7 +22,7 @@ Incident& IncidentBook::add(Incident inc, Now now, Effects& fx) {
     inc.id = static_cast<int>(incidents_.size()) + 1;
     inc.at = now.steady;
     if (!inc.rule) inc.rule = &classify(inc.obs);
-    log(fx, "failure", failure_record(inc, mpi_errors_));
+    log(fx, failure_record(inc, mpi_errors_));
     note_failure(now.steady);
     incidents_.push_back(std::move(inc));
     return incidents_.back();
@@ -125,16 +125,9 @@ std::optional<ForcedDeath> IncidentBook::confirmed_hang(const RankHung& hung, co
     i.detail = std::string(to_string(inc.reason)) + ", last step tag " + std::to_string(inc.last_step_tag) + "; " +
                std::string(to_string(hung.outcome));
     const Incident& recorded = add(i, now, fx);
-    log(fx, "hang_kill",
-        {{"incident", recorded.id},
-         {"role", inc.role},
-         {"pid", inc.pid},
-         {"hostname", inc.hostname},
-         {"result", to_string(hung.outcome)},
-         {"signal", "SIGKILL"},
-         {"detection_latency_ms", inc.detection_latency.count()},
-         {"since_injection_ms",
-          recorded.since_injection_ms >= 0 ? nlohmann::json(round3(recorded.since_injection_ms)) : nlohmann::json(nullptr)}});
+    log(fx, HangKill{recorded.id, inc.role, inc.pid, inc.hostname, std::string(to_string(hung.outcome)), "SIGKILL",
+                     inc.detection_latency.count(),
+                     recorded.since_injection_ms >= 0 ? std::optional(round3(recorded.since_injection_ms)) : std::nullopt});
     say(fx, "FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) + ") hung (" +
                 std::string(to_string(inc.reason)) + " for " + human_ms(recorded.detection_latency_ms) +
                 (recorded.since_injection_ms >= 0 ? ", " + human_ms(recorded.since_injection_ms) + " after the fault" : "") +
@@ -173,13 +166,13 @@ void IncidentBook::on(const RankLost& lost, const JobView& job, Now now, Effects
     if (job.old_pids.count(inc.pid) || job.mpirun_gone()) return;
     if (job.interrupt_signal) return;  // we asked the job to stop: its ranks leaving is no failure
     if (killed_pids_.count(inc.pid)) {
-        log(fx, "kill_confirmed", {{"role", inc.role}, {"pid", inc.pid}});
+        log(fx, KillConfirmed{inc.role, inc.pid});
         return;
     }
     if (is_spare_role(inc.role) && (loop_ended_ || released_pids_.count(inc.pid))) {
         // A parked spare leaves without BYE when the job releases it at the end (the leader's
         // job_stats comes just before the release).
-        log(fx, "spare_released", {{"role", inc.role}, {"pid", inc.pid}});
+        log(fx, ReleasedSpareLeft{inc.role, inc.pid});
         return;
     }
     note_failure(now.steady);
@@ -217,11 +210,8 @@ void IncidentBook::on_tick(const JobView& job, NodeWatch& nodes, std::int64_t st
         if (job.old_pids.count(inc.pid) || job.mpirun_gone()) continue;
         const RankInfo* info = job.rank(inc.role);
         if (!info || info->pid != inc.pid || !info->hung || info->status != RankStatus::active) {
-            log(fx, "stall_cleared", {{"role", inc.role},
-                                      {"pid", inc.pid},
-                                      {"last_step_tag", inc.last_step_tag},
-                                      {"step_tag_now", info ? nlohmann::json(info->step_tag) : nlohmann::json(nullptr)},
-                                      {"confirm_ms", stall_confirm_.count()}});
+            log(fx, StallCleared{inc.role, inc.pid, inc.last_step_tag,
+                                 info ? std::optional(info->step_tag) : std::nullopt, stall_confirm_.count()});
             continue;
         }
         fx.emplace_back(KillRank{inc});  // comes back as a RankHung with the kill's outcome
@@ -235,8 +225,7 @@ bool IncidentBook::settle(const PendingLost& lost, const JobView& job, NodeWatch
     // A rank whose connection was cut but whose process lives reconnects (HELLO again): that is
     // no failure (issue 15, case 4). A visibly live local process gets time for it.
     if (const RankInfo* info = job.rank(inc.role); info && info->pid == inc.pid && info->status == RankStatus::active) {
-        log(fx, "rank_reconnected",
-            {{"role", inc.role}, {"pid", inc.pid}, {"after_ms", round3(ms_between(lost.seen, now.steady))}});
+        log(fx, RankReconnected{inc.role, inc.pid, round3(ms_between(lost.seen, now.steady))});
         return true;
     }
     const auto waited = now.steady - lost.seen;
@@ -260,7 +249,7 @@ bool IncidentBook::settle(const PendingLost& lost, const JobView& job, NodeWatch
     i.node = nodes.book().node_of_rank(job.layout, inc.hostname, inc.role);
     if (nodes.book().is_lost(i.node)) {
         // Part of its node's loss, which is the failure on record.
-        log(fx, "rank_lost_with_node", {{"role", inc.role}, {"pid", inc.pid}, {"node", i.node}});
+        log(fx, RankLostWithNode{inc.role, inc.pid, i.node});
         return true;
     }
     i.step = step_of(inc.pid, inc.last_step_tag, job.last_step);

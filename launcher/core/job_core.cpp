@@ -223,7 +223,7 @@ void JobCore::handle(const SignalReceived& signal, Now now, Effects& fx) {
         // resumes from the newest periodic checkpoint.
         say(fx, "got SIGUSR1 (time limit near?): carrying on; the newest periodic checkpoint is what a requeue "
                 "resumes from");
-        log(fx, "signal", {{"signal", sig}, {"action", "ignored"}});
+        log(fx, SignalIgnored{sig, "ignored"});
         return;
     }
     if (interrupt_signal_ || view().mpirun_gone()) {
@@ -236,7 +236,7 @@ void JobCore::handle(const SignalReceived& signal, Now now, Effects& fx) {
     interrupt_deadline_ = now.steady + kInterruptGrace;
     enter(JobPhase::stopping);
     say(fx, std::string("got ") + ::strsignal(sig) + ": stopping the job (SIGTERM to mpirun)");
-    log(fx, "interrupted", {{"signal", sig}});
+    log(fx, Interrupted{sig});
     fx.emplace_back(SignalJob{SIGTERM});
 }
 
@@ -316,15 +316,16 @@ void JobCore::await_final_records(Now now, Effects& fx) {
 
 void JobCore::judge(bool finished, Now now, Effects& fx) {
     const int status = attempt_.status;
-    nlohmann::json fields = {{"attempt", attempt_.index},
-                             {"pid", attempt_.pid},
-                             {"status", describe_status(status)},
-                             {"roles_finished", finished}};
-    if (WIFEXITED(status)) fields["exit_code"] = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) fields["signal"] = WTERMSIG(status);
+    AttemptJudged judged;
+    judged.attempt = attempt_.index;
+    judged.pid = attempt_.pid;
+    judged.status = describe_status(status);
+    judged.roles_finished = finished;
+    if (WIFEXITED(status)) judged.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) judged.signal = WTERMSIG(status);
     if (finished && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-        fields["note"] = "mpirun's exit status is not the job's under ULFM (docs/ulfm-traps.md trap 9): judged by the ranks";
-    log(fx, "mpirun_exited", fields);
+        judged.note = "mpirun's exit status is not the job's under ULFM (docs/ulfm-traps.md trap 9): judged by the ranks";
+    log(fx, std::move(judged));
     judged_.finished = finished;
     judged_.first_evidence =
         forced_ ? forced_->first_evidence : incidents_.first_failure_since_progress().value_or(attempt_.exit_time);
@@ -363,7 +364,7 @@ void JobCore::handle(const TeardownDone& teardown, Now now, Effects& fx) {
         // the step is started again, up to kStartRetries times, before the job counts as never
         // started (3 starts in a row fail at about 1 in 64).
         ++start_retries_;
-        log(fx, "start_retried", {{"attempt", attempt_.index}, {"status", describe_status(status)}});
+        log(fx, StartRetried{attempt_.index, describe_status(status)});
         say(fx, "the srun step ended before any rank connected (" + describe_status(status) +
                     "); starting it again (Open MPI's start-up crash under direct launch, docs/limitations.md)");
         LaunchKind again = attempt_.launch;
@@ -416,21 +417,20 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, int
     inc.detail = detail;
     inc.step = progress_.last_step() + 1;
     Incident& recorded = incidents_.add(inc, now, fx);
-    const nlohmann::json reason = {{"incident", recorded.id}, {"classification", rule.classification}, {"detail", detail}};
+    const RestartReason reason{recorded.id, std::string(rule.classification), detail};
     say(fx, "the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
                 std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
     for (const auto& node : nodes_.book().take_lost()) nodes_.fail(node, rule.classification, progress_.steps_completed(), fx);
     if (decision.warm_before_hdf5)
-        log(fx, "warm_relaunch_before_hdf5",
-            {{"attempt", attempt_.index},
-             {"why", "state lost in-job, but no node was lost: the dead processes' node-local segments may hold it"}});
+        log(fx, WarmRelaunchBeforeHdf5{attempt_.index, "state lost in-job, but no node was lost: the dead processes' "
+                                                       "node-local segments may hold it"});
     // A node's failure is not the same failure twice: the relaunch moves off that node.
     const bool guarded = rule.action != Action::replace_node;
     const FailureSignature failure{std::string(rule.classification), inc.step, mpirun_status, progress_.progressed()};
     for (const RestartStep& step : decision.steps) {
         if (step.kind == Restart::warm_relaunch) {
             if (step.refused) {
-                log(fx, "warm_relaunch_refused", {{"reason", reason}, {"why", *step.refused}, {"used", restarts_.warm_used()}});
+                log(fx, WarmRelaunchRefused{reason, *step.refused, restarts_.warm_used()});
                 continue;
             }
             if (guarded && loops(failure, Restart::warm_relaunch, recorded, fx)) return;
@@ -439,7 +439,7 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, int
             return;
         }
         if (step.refused) {
-            log(fx, "cold_restart_refused", {{"reason", reason}, {"why", *step.refused}});
+            log(fx, ColdRestartRefused{reason, *step.refused});
             continue;
         }
         if (guarded && loops(failure, Restart::cold_restart, recorded, fx)) return;
@@ -462,22 +462,16 @@ bool JobCore::loops(const FailureSignature& failure, Restart kind, const Inciden
                             (kind == Restart::warm_relaunch ? "warm relaunch" : "HDF5 restart") +
                             " and with no new step since (newest step " + std::to_string(loops_.newest_step()) +
                             "): another one would repeat it";
-    log(fx, "restart_loop", {{"incident", incident.id},
-                             {"same_as", *earlier},
-                             {"classification", failure.classification},
-                             {"step", failure.step},
-                             {"newest_step", loops_.newest_step()},
-                             {"restart", restart},
-                             {"why", why}});
+    log(fx, RestartLoop{incident.id, *earlier, failure.classification, failure.step, loops_.newest_step(), restart, why});
     finish("restart_loop", kExitRestartLoop, "restart loop: " + why + " (" + incident.detail + ")", fx);
     return true;
 }
 
-RestartStart JobCore::restart_start(Restart kind, const nlohmann::json& reason, Now now) const {
+RestartStart JobCore::restart_start(Restart kind, const RestartReason& reason, Now now) const {
     RestartStart s;
     s.kind = kind;
     s.reason = reason;
-    s.incident = reason.value("incident", 0);
+    s.incident = reason.incident;
     s.first_evidence = judged_.first_evidence;
     s.detect_end = judged_.detect_end;
     s.teardown_end = now.steady;
@@ -494,7 +488,7 @@ LaunchKind JobCore::unfired_faults() const {
     return kind;
 }
 
-void JobCore::start_warm_relaunch(const nlohmann::json& reason, bool from_dead_segments, Now now, Effects& fx) {
+void JobCore::start_warm_relaunch(const RestartReason& reason, bool from_dead_segments, Now now, Effects& fx) {
     const bool progressed = progress_.last_step() >= 0 || progress_.progressed();
     LaunchKind kind = unfired_faults();
     // Nothing was ever committed: there is nothing to restore, start as the job first did.
@@ -512,9 +506,9 @@ void JobCore::start_warm_relaunch(const nlohmann::json& reason, bool from_dead_s
 }
 
 // The policy allowed it (choose_restarts()); it starts when a complete checkpoint for this shape exists.
-bool JobCore::try_cold_restart(const nlohmann::json& reason, const TeardownDone& teardown, Now now, Effects& fx) {
+bool JobCore::try_cold_restart(const RestartReason& reason, const TeardownDone& teardown, Now now, Effects& fx) {
     if (!teardown.checkpoint_step) {
-        log(fx, "cold_restart_refused", {{"reason", reason}, {"why", teardown.no_checkpoint_why}});
+        log(fx, ColdRestartRefused{reason, teardown.no_checkpoint_why});
         say(fx, "no HDF5 checkpoint to restart from: " + teardown.no_checkpoint_why);
         return false;
     }
@@ -544,7 +538,7 @@ void JobCore::end_checkpoint_for_requeue(const TeardownDone& teardown, Effects& 
                       "spares exhausted, and the checkpoint for the requeue failed: " + teardown.no_checkpoint_why, fx);
     const std::int64_t step = *teardown.checkpoint_step;
     requeue_from_ = step;
-    log(fx, "checkpoint_for_requeue", {{"step", step}, {"dir", plan_.cfg.checkpoint.dir}, {"attempt", attempt_.index}});
+    log(fx, CheckpointForRequeue{step, plan_.cfg.checkpoint.dir, attempt_.index});
     finish("requeued", kExitRequeued,
            "no spare node left: checkpoint of step " + std::to_string(step) + " written to " + plan_.cfg.checkpoint.dir +
                (plan_.allocation ? "; requeueing Slurm job " + plan_.allocation->job_id : std::string()),
@@ -600,19 +594,20 @@ void JobCore::handle(const AttemptStarted& started, Now, Effects& fx) {
     attempt_.start = started.started;
     incidents_.new_attempt();
     progress_.new_attempt(started.started);
-    nlohmann::json fields = {{"attempt", attempt_.index},
-                             {"kind", attempt_.kind},
-                             {"pid", started.pid},
-                             {"command", started.argv},
-                             {"relaunch", attempt_.launch.relaunch},
-                             {"resume", attempt_.launch.resume}};
-    if (mpirun_flags_) fields["mpirun_flags"] = *mpirun_flags_;
+    AttemptLaunched launched;
+    launched.attempt = attempt_.index;
+    launched.kind = attempt_.kind;
+    launched.pid = started.pid;
+    launched.command = started.argv;
+    launched.relaunch = attempt_.launch.relaunch;
+    launched.resume = attempt_.launch.resume;
+    launched.mpirun_flags = mpirun_flags_;
     if (layout_.slurm) {
-        fields["nodes"] = layout_.nodes;
-        fields["spare_nodes"] = layout_.reserve_nodes;
-        fields["role_of_rank"] = layout_.role_of_rank();
+        launched.nodes = layout_.nodes;
+        launched.spare_nodes = layout_.reserve_nodes;
+        launched.role_of_rank = layout_.role_of_rank();
     }
-    log(fx, "launch", fields);
+    log(fx, std::move(launched));
     if (attempt_.kind != "initial")
         say(fx, "starting the MPI job again (" + attempt_.kind + ", attempt " + std::to_string(attempt_.index) +
                     (attempt_.launch.relaunch ? std::string(", ") + ft::env::kRelaunch + "=1" : "") +

@@ -85,8 +85,8 @@ private:
                      const TeardownDone& teardown, Now now,
                      Effects& fx);
     // `from_dead_segments`: 76 in-job with every node alive (what the incident says once recovered).
-    void start_warm_relaunch(const nlohmann::json& reason, bool from_dead_segments, Now now, Effects& fx);
-    bool try_cold_restart(const nlohmann::json& reason, const TeardownDone& teardown, Now now, Effects& fx);
+    void start_warm_relaunch(const RestartReason& reason, bool from_dead_segments, Now now, Effects& fx);
+    bool try_cold_restart(const RestartReason& reason, const TeardownDone& teardown, Now now, Effects& fx);
     void end_checkpoint_for_requeue(const TeardownDone& teardown, Effects& fx);
     void start_attempt(const std::string& kind, LaunchKind launch, Effects& fx);
     void finalize_restart(bool failed, Now now, Effects& fx);
@@ -94,7 +94,7 @@ private:
     // The restart about to start for `incident` would repeat one that did not help: ends the job.
     bool loops(const FailureSignature& failure, Restart kind, const Incident& incident, Effects& fx);
     void finish(std::string outcome, int exit_code, std::string message, Effects& fx);
-    RestartStart restart_start(Restart kind, const nlohmann::json& reason, Now now) const;
+    RestartStart restart_start(Restart kind, const RestartReason& reason, Now now) const;
     LaunchKind unfired_faults() const;
 
     const LaunchPlan& plan_;

@@ -11,15 +11,16 @@
 #include <variant>
 #include <vector>
 
+#include "launcher_records.hpp"
 #include "rank_view.hpp"
 #include "launch_layout.hpp"
 
 namespace flashrec::launcher {
 
-// One record of the event log (docs/launcher.md, "Records the launcher writes").
+// One record of the event log (docs/launcher.md, "Records the launcher writes"), typed
+// (launcher_records.hpp); the shell writes event_of(record) and fields_of(record).
 struct LogRecord {
-    std::string event;
-    nlohmann::json fields;
+    CoreRecord record;
 };
 // One line for people on stderr ("flashrec-launch: " is put in front).
 struct Say {
@@ -65,8 +66,9 @@ struct Finish {
 using Effect = std::variant<LogRecord, Say, KillRank, SignalJob, KillLeftovers, StartAttempt, TeardownAttempt, Drain, Finish>;
 using Effects = std::vector<Effect>;
 
-inline void log(Effects& fx, std::string_view event, nlohmann::json fields) {
-    fx.emplace_back(LogRecord{std::string(event), std::move(fields)});
+template <class R>
+void log(Effects& fx, R record) {
+    fx.emplace_back(LogRecord{CoreRecord(std::move(record))});
 }
 inline void say(Effects& fx, std::string line) { fx.emplace_back(Say{std::move(line)}); }
 

@@ -86,10 +86,8 @@ JobProgress::Change JobProgress::observe(const std::map<std::string, const RankI
     }
     if (all_registered && all_in_loop && !in_loop_) {
         in_loop_ = change.in_loop = true;
-        log(fx, "job_running", {{"attempt", job.attempt.index},
-                                {"kind", job.attempt.kind},
-                                {"startup_ms", round3(ms_between(attempt_start_, now.steady))},
-                                {"registered_ms", round3(ms_between(attempt_start_, registered_at_))}});
+        log(fx, JobRunning{job.attempt.index, job.attempt.kind, round3(ms_between(attempt_start_, now.steady)),
+                           round3(ms_between(attempt_start_, registered_at_))});
     }
     if (all_registered) {
         std::int64_t least = -1;
@@ -147,11 +145,8 @@ void JobProgress::check_startup(const std::map<std::string, const RankInfo*>& cu
                                " active roles did not register within " +
                                human_ms(static_cast<double>(limit.count())) + " of the launch (" + where + ")";
     change.stalled = ForcedDeath{{Observed::startup_stuck, 0}, detail, attempt_start_ + limit};
-    log(fx, "startup_stuck", {{"attempt", job.attempt.index},
-                              {"limit_ms", limit.count()},
-                              {"registered", job.layout.active_roles.size() - count},
-                              {"active", job.layout.active_roles.size()},
-                              {"missing_by_node", missing}});
+    const auto active = static_cast<std::int64_t>(job.layout.active_roles.size());
+    log(fx, StartupStuck{job.attempt.index, limit.count(), active - static_cast<std::int64_t>(count), active, missing});
     say(fx, "the job did not start: " + detail + "; ending it (detection.startup_timeout_ms)");
 }
 
@@ -185,11 +180,8 @@ void JobProgress::check_ranks_gone(const JobView& job, Now now, Change& change, 
     if (!nothing_to_wait_for && now.steady - *ranks_gone_since_ < kMpirunEndGrace) return;
     change.mpirun_lingers = true;
     const auto grace = nothing_to_wait_for ? milliseconds(0) : kMpirunEndGrace;
-    log(fx, "mpirun_lingered", {{"attempt", job.attempt.index},
-                                {"pid", job.attempt.pid},
-                                {"rule", nothing_to_wait_for ? kEndedAccountedFor : kEndedAfterGrace},
-                                {"grace_ms", grace.count()},
-                                {"since_last_rank_ms", round3(ms_between(*ranks_gone_since_, now.steady))}});
+    log(fx, MpirunLingered{job.attempt.index, job.attempt.pid, nothing_to_wait_for ? kEndedAccountedFor : kEndedAfterGrace,
+                           grace.count(), round3(ms_between(*ranks_gone_since_, now.steady))});
     if (nothing_to_wait_for)
         say(fx, "every process of the attempt sent its last record and left, or is gone; ending mpirun (pid " +
                     std::to_string(job.attempt.pid) + "), which has nothing left to wait for");

@@ -132,50 +132,48 @@ void JobReport::summary(const JobEnding& end, const std::vector<Incident>& incid
     const ReportTotals t = report_totals(recoveries_, restarts, std::move(hangs),
                                          job_stats_ ? job_stats_->median_step_ms : end.median_step_ms);
     metrics_.time_lost_seconds = t.lost_ms() / 1000;
-    nlohmann::json listed = nlohmann::json::array();
+    JobEnd record;
+    record.outcome = end.outcome;
+    record.exit_code = end.exit_code;
+    record.message = end.message;
+    record.wall_s = round3(end.wall_ms / 1000);
+    record.steps_completed = end.steps_completed;
+    record.steps = end.steps;
+    record.steps_per_s = round3(end.steps_per_second);
+    record.failures = static_cast<std::int64_t>(incidents.size());
     for (const auto& i : incidents)
-        listed.push_back({{"incident", i.id}, {"role", i.role}, {"classification", i.rule->classification},
-                          {"recovered_by", i.recovered_by}});
-    log(fx, "job_end", {{"outcome", end.outcome},
-                        {"exit_code", end.exit_code},
-                        {"message", end.message},
-                        {"wall_s", round3(end.wall_ms / 1000)},
-                        {"steps_completed", end.steps_completed},
-                        {"steps", end.steps},
-                        {"steps_per_s", round3(end.steps_per_second)},
-                        {"failures", incidents.size()},
-                        {"incidents", listed},
-                        {"replacements_in_job", t.in_job},
-                        {"hot_spares_used", t.hot},
-                        {"spawned", t.spawned},
-                        {"warm_relaunches", end.warm_relaunches},
-                        {"cold_restarts", end.cold_restarts},
-                        {"steps_replayed", t.steps_replayed},
-                        {"time_lost_ms", {{"total", round3(t.lost_ms())},
-                                          {"hang_detection", round3(t.hang_ms)},
-                                          {"in_job_recovery", round3(t.recovery_ms)},
-                                          {"relaunch", round3(t.restart_ms)},
-                                          {"replayed_steps", round3(t.replay_ms)}}},
-                        {"checkpoints", checkpoints_}});
+        record.incidents.push_back({i.id, i.role, std::string(i.rule->classification), i.recovered_by});
+    record.replacements_in_job = t.in_job;
+    record.hot_spares_used = t.hot;
+    record.spawned = t.spawned;
+    record.warm_relaunches = end.warm_relaunches;
+    record.cold_restarts = end.cold_restarts;
+    record.steps_replayed = t.steps_replayed;
+    record.time_lost_ms = {round3(t.lost_ms()), round3(t.hang_ms), round3(t.recovery_ms), round3(t.restart_ms),
+                           round3(t.replay_ms)};
+    record.checkpoints = static_cast<std::int64_t>(checkpoints_);
+    log(fx, std::move(record));
     const auto protection = protection_figures();
     if (protection) {
         const auto& c = protection->cost;
-        nlohmann::json cost = {{"expected_replayed_steps", c.expected_replayed_steps},
-                               {"worst_replayed_steps", c.worst_replayed_steps},
-                               {"step_ms", round3(protection->step_ms)},
-                               {"expected_ms", round3(c.expected_ms)},
-                               {"worst_ms", round3(c.worst_ms)}};
-        if (protection->restore_ms) cost["restore_ms"] = round3(*protection->restore_ms);
+        ExpectedFailureCost figures;
+        figures.protection_every = protection->every;
+        figures.protection_auto = protection->automatic;
+        figures.interval_changes = static_cast<std::int64_t>(interval_changes_);
+        auto& cost = figures.estimate;
+        cost.expected_replayed_steps = c.expected_replayed_steps;
+        cost.worst_replayed_steps = c.worst_replayed_steps;
+        cost.step_ms = round3(protection->step_ms);
+        cost.expected_ms = round3(c.expected_ms);
+        cost.worst_ms = round3(c.worst_ms);
+        if (protection->restore_ms) cost.restore_ms = round3(*protection->restore_ms);
         if (protection->exposed_ms) {
-            cost["snapshot_exposed_ms"] = round3(*protection->exposed_ms);
-            cost["overhead_ms_per_step"] = round3(c.overhead_ms_per_step);
-            cost["saved_ms_per_step"] = round3(c.saved_ms_per_step);
-            if (c.break_even_steps) cost["break_even_steps"] = round3(*c.break_even_steps);
+            cost.snapshot_exposed_ms = round3(*protection->exposed_ms);
+            cost.overhead_ms_per_step = round3(c.overhead_ms_per_step);
+            cost.saved_ms_per_step = round3(c.saved_ms_per_step);
+            if (c.break_even_steps) cost.break_even_steps = round3(*c.break_even_steps);
         }
-        log(fx, "failure_cost", {{"protection_every", protection->every},
-                                 {"protection_auto", protection->automatic},
-                                 {"interval_changes", interval_changes_},
-                                 {"estimate", cost}});
+        log(fx, std::move(figures));
     }
 
     say(fx, "------------------------------------------------------------------");

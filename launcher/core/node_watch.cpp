@@ -17,7 +17,7 @@ bool NodeWatch::on(const DaemonLost& lost, const JobView& job, bool repairing, b
         // (or was just) spawned onto. The node itself is fine: the relaunch that follows puts the
         // replacement there all the same. Were the node really gone, that relaunch would lose it
         // again, this time as a node loss.
-        log(fx, "spawn_daemon_lost", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", lost.evidence}});
+        log(fx, SpawnDaemonLost{node, job.attempt.index, lost.evidence});
         say(fx, "mpirun lost its daemon on spare node " + node + " while or just after spawning a replacement there: " +
                     "the MPI job ends; the relaunch puts the replacement on " + node);
         return false;
@@ -27,14 +27,14 @@ bool NodeWatch::on(const DaemonLost& lost, const JobView& job, bool repairing, b
         // PRRTE reports whichever connection it lost first (issue 29's cluster soak: a healthy
         // node named, the dead one kept, until every spare was drained).
         book_.mark_suspect(node);
-        log(fx, "daemon_lost_starting", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", lost.evidence}});
+        log(fx, DaemonLostStarting{node, job.attempt.index, lost.evidence});
         say(fx, "mpirun lost its daemon on " + node + " while the MPI job was starting: which node failed is " +
                     "checked when the attempt has ended (PRRTE names the first daemon it lost; srun ends them all " +
                     "when one node fails)");
         return true;
     }
     book_.mark_lost(node);
-    log(fx, "node_lost", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", lost.evidence}, {"step", steps_done}});
+    log(fx, NodeLost{node, job.attempt.index, lost.evidence, steps_done});
     say(fx, "FAILURE: node " + node + " lost: " + lost.evidence);
     return true;
 }
@@ -66,7 +66,7 @@ void NodeWatch::settle_suspects(const std::optional<std::vector<std::string>>& u
     const auto lose = [&](const std::string& node, const std::string& evidence) {
         if (book_.is_lost(node) || book_.given_up(node)) return;
         book_.mark_lost(node);
-        log(fx, "node_lost", {{"node", node}, {"attempt", job.attempt.index}, {"evidence", evidence}, {"step", steps_done}});
+        log(fx, NodeLost{node, job.attempt.index, evidence, steps_done});
         say(fx, "FAILURE: node " + node + " lost: " + evidence);
     };
     if (!unreachable) {
@@ -77,7 +77,7 @@ void NodeWatch::settle_suspects(const std::optional<std::vector<std::string>>& u
     for (const auto& node : *unreachable) lose(node, "srun could not start a process there");
     for (const auto& node : suspects)
         if (std::find(unreachable->begin(), unreachable->end(), node) == unreachable->end()) {
-            log(fx, "daemon_loss_unconfirmed", {{"node", node}, {"attempt", job.attempt.index}});
+            log(fx, DaemonLossUnconfirmed{node, job.attempt.index});
             say(fx, "PRRTE named " + node + ", but srun starts processes there: " + node + " is not counted lost");
         }
 }
@@ -87,7 +87,7 @@ void NodeWatch::left_allocation(const std::vector<std::string>& held, const JobV
         if (std::find(held.begin(), held.end(), node) != held.end() || book_.is_lost(node) || book_.given_up(node))
             continue;
         book_.mark_lost(node);
-        log(fx, "node_left_allocation", {{"node", node}, {"attempt", job.attempt.index}});
+        log(fx, NodeLeftAllocation{node, job.attempt.index});
         say(fx, "FAILURE: node " + node + " lost: Slurm removed it from the job (it stopped answering)");
     }
 }
@@ -95,21 +95,23 @@ void NodeWatch::left_allocation(const std::vector<std::string>& held, const JobV
 void NodeWatch::fail(const std::string& node, std::string_view classification, std::int64_t steps_done, Effects& fx) {
     if (!book_.give_up(node) || !plan_.allocation) return;
     if (!plan_.cfg.slurm.drain_on_failure) {
-        log(fx, "drain_skipped", {{"node", node}, {"why", "slurm.drain_on_failure is false"}});
+        log(fx, DrainSkipped{node, "slurm.drain_on_failure is false"});
         return;
     }
     fx.emplace_back(Drain{node, slurm::drain_reason(plan_.cfg.slurm.drain_reason, std::string(classification), steps_done,
                                                     node, plan_.allocation->job_id)});
 }
 
-Layout NodeWatch::move_off_bad_nodes(const Layout& layout, LaunchKind& kind, const nlohmann::json& reason,
+Layout NodeWatch::move_off_bad_nodes(const Layout& layout, LaunchKind& kind, const RestartReason& reason,
                                      Effects& fx) const {
     const std::set<std::string> gone = book_.given_up_in(layout);
     if (gone.empty()) return layout;
     const Relayout r = replace_nodes(layout, gone);
-    nlohmann::json replaced = nlohmann::json::array();
+    NewLayout record;
+    record.reason = reason;
+    record.bad_nodes.assign(gone.begin(), gone.end());
     for (const auto& [from, to] : r.replaced) {
-        replaced.push_back({{"node", from}, {"spare_node", to}});
+        record.replaced.push_back({from, to});
         say(fx, "spare node " + to + " takes the ranks of " + from);
     }
     const std::string& policy = plan_.cfg.slurm.when_spares_exhausted;
@@ -122,13 +124,11 @@ Layout NodeWatch::move_off_bad_nodes(const Layout& layout, LaunchKind& kind, con
                          ? "join the other nodes just long enough to write an HDF5 checkpoint, then the job is requeued"
                          : "run on the other nodes from now on (same results, slower steps)"));
     }
-    log(fx, "relayout", {{"reason", reason},
-                         {"bad_nodes", gone},
-                         {"replaced", replaced},
-                         {"doubled_up", r.doubled_up},
-                         {"policy", r.doubled_up.empty() ? nlohmann::json(nullptr) : nlohmann::json(policy)},
-                         {"nodes", r.layout.nodes},
-                         {"spare_nodes", r.layout.reserve_nodes}});
+    record.doubled_up = r.doubled_up;
+    if (!r.doubled_up.empty()) record.policy = policy;
+    record.nodes = r.layout.nodes;
+    record.spare_nodes = r.layout.reserve_nodes;
+    log(fx, std::move(record));
     return r.layout;
 }
 
@@ -140,7 +140,7 @@ void NodeWatch::follow_replacements(Layout& layout, const std::map<std::string, 
         if (p.spare || it == current.end()) continue;
         const std::string node = book_.node_of_host(it->second->hostname);
         if (node.empty() || node == p.node) continue;
-        log(fx, "role_moved", {{"role", p.role}, {"from", p.node}, {"to", node}, {"pid", it->second->pid}});
+        log(fx, RoleMoved{p.role, p.node, node, it->second->pid});
         say(fx, p.role + " now runs on " + node + " (was " + p.node + ")");
         p.node = node;
         std::erase(layout.reserve_nodes, node);

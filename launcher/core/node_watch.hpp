@@ -47,7 +47,7 @@ public:
     void fail(const std::string& node, std::string_view classification, std::int64_t steps_done, Effects& fx);
     // Before a relaunch: the layout without the nodes given up on; sets checkpoint_and_exit on
     // `kind` when a node had no spare left and the policy says checkpoint-and-requeue.
-    Layout move_off_bad_nodes(const Layout& layout, LaunchKind& kind, const nlohmann::json& reason, Effects& fx) const;
+    Layout move_off_bad_nodes(const Layout& layout, LaunchKind& kind, const RestartReason& reason, Effects& fx) const;
     // Roles that registered from another node than the layout says (a replacement spawned onto a
     // spare node) move there in `layout`.
     void follow_replacements(Layout& layout, const std::map<std::string, const RankInfo*>& current, Effects& fx) const;

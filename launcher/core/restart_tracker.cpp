@@ -79,29 +79,28 @@ std::optional<RestartDone> RestartTracker::finalize(bool failed, int attempt, No
     const bool warm = r.start.kind == Restart::warm_relaunch;
     const double detect_ms = std::max(0.0, ms_between(r.start.first_evidence, r.start.detect_end));
     const double teardown_ms = ms_between(r.start.detect_end, r.start.teardown_end);
-    nlohmann::json phases = {{"detect", round3(detect_ms)}, {"teardown", round3(teardown_ms)}};
-    if (r.launch_ms >= 0) phases["launch"] = round3(r.launch_ms);
+    RestartFigures fig;
+    fig.phases_ms.detect = round3(detect_ms);
+    fig.phases_ms.teardown = round3(teardown_ms);
+    if (r.launch_ms >= 0) fig.phases_ms.launch = round3(r.launch_ms);
     if (r.restore_ms < 0 && r.rank_record) r.restore_ms = ranks_restore_ms(*r.rank_record);
-    if (r.restore_ms >= 0) phases["restore"] = round3(r.restore_ms);
-    if (r.resumed_at && r.first_step_at) phases["resumed"] = round3(ms_between(*r.resumed_at, *r.first_step_at));
-    nlohmann::json fields = {{warm ? "relaunch" : "restart", r.number},
-                             {"tier", warm ? 2 : 3},
-                             {"attempt", attempt},
-                             {"reason", r.start.reason},
-                             {"outcome", failed ? "failed" : "resumed"},
-                             {"phases_ms", phases},
-                             {"steps_done_before", r.start.steps_done_before},
-                             {"died_unix_ms", unix_ms(r.died)}};
-    if (warm) fields["of"] = warm_allowed_;
-    if (r.start.checkpoint_step) fields["checkpoint_step"] = *r.start.checkpoint_step;
+    if (r.restore_ms >= 0) fig.phases_ms.restore = round3(r.restore_ms);
+    if (r.resumed_at && r.first_step_at) fig.phases_ms.resumed = round3(ms_between(*r.resumed_at, *r.first_step_at));
+    fig.tier = warm ? 2 : 3;
+    fig.attempt = attempt;
+    fig.reason = r.start.reason;
+    fig.outcome = failed ? "failed" : "resumed";
+    fig.steps_done_before = r.start.steps_done_before;
+    fig.died_unix_ms = unix_ms(r.died);
+    fig.checkpoint_step = r.start.checkpoint_step;
     const double total = r.resumed_at ? ms_between(r.start.first_evidence, *r.resumed_at) : -1;
     if (total >= 0) {
-        fields["total_ms"] = round3(total);
-        fields["resumed_unix_ms"] = unix_ms(r.died) + static_cast<std::int64_t>(total);
+        fig.total_ms = round3(total);
+        fig.resumed_unix_ms = unix_ms(r.died) + static_cast<std::int64_t>(total);
     }
     std::int64_t restored = -1;
     if (r.rank_record) {
-        fields["rank_record"] = *r.rank_record;
+        fig.rank_record = *r.rank_record;
         restored = r.rank_record->value("recovery_version", std::int64_t{-1});
     } else if (r.start.checkpoint_step) {
         restored = *r.start.checkpoint_step;
@@ -109,10 +108,11 @@ std::optional<RestartDone> RestartTracker::finalize(bool failed, int attempt, No
     std::int64_t replayed = 0;
     if (restored >= 0) {
         replayed = std::max<std::int64_t>(0, r.start.steps_done_before - restored);
-        fields["restored_version"] = restored;
-        fields["steps_replayed"] = replayed;
+        fig.restored_version = restored;
+        fig.steps_replayed = replayed;
     }
-    log(fx, warm ? "warm_relaunch" : "cold_restart", fields);
+    if (warm) log(fx, WarmRelaunch{r.number, warm_allowed_, std::move(fig)});
+    else log(fx, ColdRestart{r.number, std::move(fig)});
     costs_.push_back({replayed, std::max(0.0, total)});
     if (failed || total < 0) return std::nullopt;
     RestartDone done{warm ? 2 : 3, total,

@@ -20,7 +20,7 @@ namespace flashrec::launcher {
 // What the launcher knew when it decided to restart.
 struct RestartStart {
     Restart kind = Restart::warm_relaunch;
-    nlohmann::json reason;              // {incident, classification, detail}
+    RestartReason reason;
     SteadyTime first_evidence{};        // the first sign of the failure
     SteadyTime detect_end{};            // when the launcher began tearing the dead job down
     SteadyTime teardown_end{};

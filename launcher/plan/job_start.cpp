@@ -46,51 +46,47 @@ std::string reachable_endpoint(std::string endpoint) {
     return endpoint;
 }
 
-json job_start_record(const LaunchPlan& plan, bool resume, const std::string& run_id) {
+JobStart job_start_record(const LaunchPlan& plan, bool resume, const std::string& run_id) {
     const auto& cfg = plan.cfg;
-    return {{"job", cfg.job.name},
-            {"run_id", run_id},
-            {"config", plan.config_path.string()},
-            {"program", plan.program.string()},
-            {"launcher_version", flashrec::version()},
-            {"nccl_version", built_nccl_version()},
-            {"launcher_pid", ::getpid()},
-            {"host", plan.local_host},
-            {"resume", resume},
-            {"faults", plan.faults},
-            {"steps", cfg.job.steps},
-            {"warm_relaunches_allowed", cfg.recovery.warm_relaunches},
-            {"checkpoint_dir", cfg.checkpoint.dir},
-            {"hang_timeout_ms", cfg.detection.hang_timeout_ms},
-            {"heartbeat_ms", cfg.detection.heartbeat_ms},
-            {"transport", cfg.mpi.transport},
-            {"events", plan.events_path.string()}};
+    return {plan.cfg.job.name,
+            run_id,
+            plan.config_path.string(),
+            plan.program.string(),
+            flashrec::version(),
+            built_nccl_version(),
+            static_cast<int>(::getpid()),
+            plan.local_host,
+            resume,
+            plan.faults,
+            cfg.job.steps,
+            cfg.recovery.warm_relaunches,
+            cfg.checkpoint.dir,
+            cfg.detection.hang_timeout_ms,
+            cfg.detection.heartbeat_ms,
+            cfg.mpi.transport,
+            plan.events_path.string()};
 }
 
-// The nodes with their ranks, the hot spares, the spare nodes.
-json layout_record(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics) {
+JobLayout layout_record(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics) {
     const Layout& layout = plan.layout;
-    json nodes = json::array();
-    for (const auto& node : layout.nodes) {
-        json ranks = json::array();
-        for (const auto& p : layout.processes)
-            if (!p.spare && p.node == node) ranks.push_back({{"rank", p.rank}, {"role", p.role}});
-        nodes.push_back({{"node", node}, {"ranks", ranks}});
-    }
-    json spares = json::array();
-    for (const auto& p : layout.processes)
-        if (p.spare) spares.push_back({{"rank", p.rank}, {"role", p.role}, {"node", p.node}});
     const auto& job = plan.cfg.job;
-    return {{"shape", {{"dp", job.dp}, {"tp", job.tp}, {"pp", job.pp}}},
-            {"processes", plan.process_count()},
-            {"active", job.world_size()},
-            {"placement", job.placement},
-            {"virtual_nodes", layout.virtual_nodes},
-            {"nodes", nodes},
-            {"hot_spares", spares},
-            {"spare_nodes", layout.reserve_nodes},
-            {"control", control},
-            {"metrics", metrics ? json(*metrics) : json(nullptr)}};
+    JobLayout record;
+    record.shape = {job.dp, job.tp, job.pp};
+    record.processes = plan.process_count();
+    record.active = job.world_size();
+    record.placement = job.placement;
+    record.virtual_nodes = layout.virtual_nodes;
+    for (const auto& node : layout.nodes) {
+        JobLayout::Node& entry = record.nodes.emplace_back(JobLayout::Node{node, {}});
+        for (const auto& p : layout.processes)
+            if (!p.spare && p.node == node) entry.ranks.push_back({p.rank, p.role});
+    }
+    for (const auto& p : layout.processes)
+        if (p.spare) record.hot_spares.push_back({p.rank, p.role, p.node});
+    record.spare_nodes = layout.reserve_nodes;
+    record.control = control;
+    record.metrics = metrics;
+    return record;
 }
 
 // The job in one line: its shape, its nodes, the control plane, the event log.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "launch_plan.hpp"
+#include "launcher_records.hpp"
 
 namespace flashrec::launcher {
 
@@ -28,9 +29,9 @@ std::string control_bind_address(const LaunchPlan& plan, std::vector<std::string
 // The endpoint as the ranks must dial it: a wildcard bind is reachable on loopback.
 std::string reachable_endpoint(std::string endpoint);
 
-nlohmann::json job_start_record(const LaunchPlan& plan, bool resume, const std::string& run_id);
+JobStart job_start_record(const LaunchPlan& plan, bool resume, const std::string& run_id);
 // `metrics`: the metrics endpoint, when it is on.
-nlohmann::json layout_record(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics);
+JobLayout layout_record(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics);
 std::string announcement(const LaunchPlan& plan, const std::string& control, const std::optional<std::string>& metrics);
 
 // mpirun's environment: `inherited` (environ) without any variable this launch sets, then those.

@@ -64,6 +64,11 @@ private:
     void carry_out(const Effect& effect);
     void say(const std::string& line) const;
     void log(std::string_view event, const json& fields);
+    // One of the shell's own records (launcher_records.hpp).
+    template <class Record>
+    void log(const Record& record) {
+        log(Record::kEvent, record.to_json());
+    }
     void start_attempt(const StartAttempt& start);
     void teardown(const std::string& why);
     void handle_line(const std::string& line, bool is_err);
@@ -139,7 +144,7 @@ void Supervisor::setup() {
 
     const auto& d = plan_.cfg.detection;
     ControllerOptions co = controller_options();
-    log("job_start", job_start_record(plan_, options_.resume, launch_id_.substr(0, 8)));
+    log(job_start_record(plan_, options_.resume, launch_id_.substr(0, 8)));
     controller_ = std::make_unique<Controller>(std::move(co));
     control_endpoint_ = reachable_endpoint(controller_->endpoint());
     published_metrics_ = core_->metrics();
@@ -149,7 +154,7 @@ void Supervisor::setup() {
             return render_metrics(published_metrics_, plan_.cfg.job.name);
         });
     const auto metrics_endpoint = metrics_ ? std::optional(metrics_->endpoint()) : std::nullopt;
-    log("layout", layout_record(plan_, control_endpoint_, metrics_endpoint));
+    log(layout_record(plan_, control_endpoint_, metrics_endpoint));
     say(announcement(plan_, control_endpoint_, metrics_endpoint));
 }
 
@@ -199,7 +204,7 @@ void Supervisor::execute(Effects effects) {
 void Supervisor::carry_out(const Effect& effect) {
     const pid_t mpirun = attempt_.child.pid();
     if (const auto* record = std::get_if<LogRecord>(&effect)) {
-        log(record->event, record->fields);
+        log(event_of(record->record), fields_of(record->record));
     } else if (const auto* line = std::get_if<Say>(&effect)) {
         say(line->line);
     } else if (const auto* kill = std::get_if<KillRank>(&effect)) {
@@ -250,14 +255,8 @@ void Supervisor::teardown(const std::string& why) {
         if (pid == attempt_.child.pid() && !attempt_.exited) attempt_.reaped(status);
     });
     if (attempt_.exited) remove_session_dir(attempt_.child.pid());
-    json left = json::array();
-    for (pid_t p : t.left) left.push_back(p);
-    log("teardown", {{"attempt", core_->attempt().index},
-                     {"why", why},
-                     {"ms", round3(t.ms)},
-                     {"signalled", t.signalled},
-                     {"complete", t.complete},
-                     {"left", left}});
+    log(AttemptTornDown{core_->attempt().index, why, round3(t.ms), t.signalled, t.complete,
+                        std::vector<int>(t.left.begin(), t.left.end())});
     if (!t.complete)
         say("warning: " + std::to_string(t.left.size()) + " process(es) of the job survived SIGKILL for " +
             human_ms(t.ms) + " (in uninterruptible sleep?)");
@@ -271,7 +270,7 @@ std::optional<std::vector<std::string>> Supervisor::allocation_nodes_now() {
     try {
         return slurm::job_nodes(plan_.allocation->job_id, std::chrono::seconds(5));
     } catch (const std::exception& e) {
-        log("allocation_unknown", {{"job_id", plan_.allocation->job_id}, {"error", e.what()}});
+        log(AllocationUnknown{plan_.allocation->job_id, e.what()});
         return std::nullopt;
     }
 }
@@ -281,10 +280,10 @@ std::optional<std::vector<std::string>> Supervisor::unreachable_nodes(const std:
     const auto start = now().steady;
     try {
         auto out = slurm::unreachable_nodes(plan_.allocation->job_id, nodes, kNodeCheckLimit);
-        log("node_check", {{"nodes", nodes}, {"unreachable", out}, {"ms", round3(ms_between(start, now().steady))}});
+        log(NodeCheck{nodes, out, round3(ms_between(start, now().steady)), std::nullopt});
         return out;
     } catch (const std::exception& e) {
-        log("node_check", {{"nodes", nodes}, {"error", e.what()}});
+        log(NodeCheck{nodes, std::nullopt, std::nullopt, e.what()});
         say(std::string("could not check the job's nodes with srun: ") + e.what());
         return std::nullopt;
     }
@@ -294,10 +293,10 @@ void Supervisor::run_pending_drains() {
     for (const auto& [node, reason] : std::exchange(pending_drains_, {})) {
         try {
             slurm::drain_node(node, reason, std::chrono::seconds(5));
-            log("node_drained", {{"node", node}, {"reason", reason}});
+            log(NodeDrained{node, reason});
             say("drained " + node + ": \"" + reason + "\"");
         } catch (const std::exception& e) {
-            log("drain_failed", {{"node", node}, {"reason", reason}, {"error", e.what()}});
+            log(DrainFailed{node, reason, e.what()});
             say("could not drain " + node + " (it is still left out of this job): " + e.what());
         }
     }
@@ -310,12 +309,12 @@ RequeueDone Supervisor::requeue(std::int64_t step) {
     }
     try {
         slurm::requeue_job(plan_.allocation->job_id);
-        log("requeue", {{"job_id", plan_.allocation->job_id}, {"checkpoint_step", step}});
+        log(Requeue{plan_.allocation->job_id, step});
         say("requeued Slurm job " + plan_.allocation->job_id + ": it restarts from the top of its batch script and " +
             "--resume-if-checkpoint resumes from step " + std::to_string(step));
         return {};
     } catch (const std::exception& e) {
-        log("requeue_failed", {{"job_id", plan_.allocation->job_id}, {"error", e.what()}});
+        log(RequeueFailed{plan_.allocation->job_id, e.what()});
         say(std::string("could not requeue: ") + e.what() + "; resubmit with --resume to go on from step " +
             std::to_string(step));
         return {e.what()};
@@ -355,9 +354,7 @@ void Supervisor::drain_queue() {
             } catch (const ft::records::RecordError& e) {
                 // The controller checks typed records before they reach here; a bad one is
                 // refused, not acted on.
-                log("event_rejected", {{"source", record->value("source", "")},
-                                       {"record", record->value("event", "")},
-                                       {"what", e.what()}});
+                log(EventRejected{record->value("source", ""), record->value("event", ""), e.what()});
             }
     }
 }
@@ -416,7 +413,7 @@ int Supervisor::run() {
 
     teardown("end of the job");
     const int removed = ft::remove_all(plan_.cfg.job.name);
-    log("shm_cleanup", {{"job", plan_.cfg.job.name}, {"segments_removed", removed}});
+    log(ShmCleanup{plan_.cfg.job.name, removed});
     run_pending_drains();
     // The requeue's result decides the outcome, so it runs before the summary's job_end record:
     // the record and the exit code say the same.

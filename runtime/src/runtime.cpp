@@ -374,62 +374,6 @@ runtime::CheckpointIdentity Runtime::Impl::checkpoint_identity() const {
     return {shape, membership.role_index, topology::role_key(coord()), ring.own_segment(), membership.epoch};
 }
 
-void Runtime::Impl::emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
-                                   const ft::SnapshotTiming& totals, std::size_t snapshots) {
-    using runtime::median;
-    double waited = 0;
-    for (double w : interval.exposed_wait_ms()) waited += w;
-    const auto per = [&](double sum) { return snapshots ? sum / static_cast<double>(snapshots) : 0.0; };
-    const auto rate = [](std::size_t bytes, double seconds) {
-        return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
-    };
-    const auto ratio = [](std::size_t a, std::size_t b) {
-        return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
-    };
-    std::size_t state_bytes = 0;
-    for (const auto& b : state.buffers()) state_bytes += b.bytes;
-    ft::records::JobStats r;
-    r.role = topology::role_key(coord());
-    r.steps = static_cast<std::int64_t>(interval.step_ms().size());
-    r.median_step_ms = median(interval.step_ms());
-    r.median_exposed_wait_ms = median(interval.exposed_wait_ms());
-    r.total_exposed_wait_ms = waited;
-    r.protection = cfg.protection.enabled;
-    r.state_bytes = static_cast<std::int64_t>(state_bytes);
-    r.shm_bytes = static_cast<std::int64_t>(shm_bytes);
-    r.snapshot_ms = snapshot.seconds * 1e3;
-    r.snapshot_copied_bytes = static_cast<std::int64_t>(snapshot.copied_bytes);
-    r.snapshot_sent_bytes = static_cast<std::int64_t>(snapshot.sent_bytes);
-    // Over every snapshot of this run (the sums in SnapshotTiming's terms).
-    r.snapshots = static_cast<std::int64_t>(snapshots);
-    r.snapshot_mean_ms = per(totals.seconds * 1e3);
-    r.snapshot_cpu_ms = per(totals.cpu_seconds * 1e3);
-    r.snapshot_copy_GBps = rate(totals.copied_bytes, totals.copy_seconds);
-    r.snapshot_copy_cpu_GBps = rate(totals.copied_bytes, totals.copy_cpu_seconds);
-    r.snapshot_d2h_GBps = rate(totals.d2h_bytes, totals.d2h_seconds);  // device copier only
-    r.replication_GBps = rate(totals.sent_bytes, totals.replication_seconds);
-    // Without the time the (nice) protection thread waited for a core during it.
-    r.replication_oncpu_GBps =
-        rate(totals.sent_bytes, totals.replication_seconds - totals.replication_run_delay_seconds);
-    // The pipeline's passes (copy, hash), then with the transport's read of what was sent.
-    r.sender_touched_per_byte = ratio(totals.sender_touched_bytes, totals.copied_bytes);
-    r.sender_touched_incl_send_per_byte =
-        ratio(totals.sender_touched_bytes + totals.sent_bytes, totals.copied_bytes);
-    r.holder_touched_per_byte = ratio(totals.holder_touched_bytes, totals.received_bytes);
-    r.hashed_in_cache_per_byte = ratio(totals.hashed_in_cache_bytes, totals.copied_bytes);
-    r.hashed_at_source_per_byte = ratio(totals.hashed_at_source_bytes, totals.copied_bytes);
-    r.protection_every = interval.every_now();
-    r.protection_auto = cfg.protection.every_auto();
-    if (!interval.protected_ms().empty()) r.protected_step_ms = median(interval.protected_ms());
-    if (!interval.unprotected_ms().empty()) r.unprotected_step_ms = median(interval.unprotected_ms());
-    if (interval.step_ms().size() > 1) {
-        double sum = 0;
-        for (std::size_t i = 1; i < interval.step_ms().size(); ++i) sum += interval.step_ms()[i];
-        r.mean_step_ms = sum / static_cast<double>(interval.step_ms().size() - 1);
-    }
-    launcher.emit(r.to_json());
-}
-
 void Runtime::Impl::finish_loop() {
     device.finalize(device_step());
     const std::int64_t last = cfg.job.steps - 1;
@@ -450,54 +394,19 @@ void Runtime::Impl::finish_loop() {
     const std::size_t snapshots = ring.protection ? ring.protection->snapshot_count() : 0;
     ring.protection.reset();
     if (membership.role_index == 0) {
-        emit_job_stats(shm_bytes, snapshot, totals, snapshots);
+        std::size_t state_bytes = 0;
+        for (const auto& b : state.buffers()) state_bytes += b.bytes;
+        launcher.emit_job_stats(topology::role_key(coord()), interval, cfg.protection, state_bytes,
+                                {shm_bytes, snapshot, totals, snapshots});
         release_hot_spares();
     }
-    // The snapshot segments stay until the job has ended (finish_job): a failure in the trainer's
+    // The snapshot segments stay until the job has ended (LauncherLink::finish_job): a failure in the trainer's
     // code after the loop is repaired by a warm relaunch from them. The state is hashed now:
     // by ~Runtime the trainer's buffers may be gone (declared after the Runtime).
-    loop.finished = true;
-    loop.final_checksum = own_state_checksum();
+    launcher.loop_finished(own_state_checksum());
     faults.at(last, config::Phase::after_loop);
 }
 
-void Runtime::Impl::finish_job() {
-    if (!loop.finished || membership.role_index < 0) return;
-    const std::int64_t last = cfg.job.steps - 1;
-    faults.at(last, config::Phase::finish);
-    // No role sends role_finished before every role is done with the trainer's code after the
-    // loop (its state_checksum() allgather, a save): a role that dies once its record was
-    // acknowledged then takes nothing from a slower peer still waiting for its data (that peer
-    // would fail, send no record, and the finished job would be relaunched). An agreement
-    // returns to anyone only once every live role entered it, and survives a death after that.
-    bool everyone_came = true;
-    try {
-        (void)membership.work.agree(1, deadline());
-    } catch (const Error& e) {
-        log(std::string("a role failed before the end of the job (") + e.what() + "); the snapshot segments stay");
-        everyone_came = false;
-    }
-    // Without a launcher nobody judges the end (emit_last is true): the job is over.
-    const bool acknowledged = launcher.emit_last(ft::records::RoleFinished{topology::role_key(coord()),
-                                                                  static_cast<std::int32_t>(getpid()), cfg.job.steps,
-                                                                  ft::checksum_hex(loop.final_checksum)}
-                                            .to_json());
-    faults.at(last, config::Phase::finalize);
-    // The segments go once every role's record is with the launcher: then it judges the job
-    // finished whatever happens next. One decision for all (an agreement survives failures). It
-    // is over the live roles only: a role known dead, whose record may never have come, makes it
-    // 0 (else a death before role_finished left the warm relaunch no segments: exit 76).
-    int everyone = 0;
-    try {
-        everyone = acknowledged && everyone_came && membership.work.failed_ranks().empty() ? 1 : 0;
-        everyone = membership.work.agree(everyone, deadline());
-    } catch (const Error& e) {
-        log(std::string("the end-of-job agreement failed (") + e.what() + "); the snapshot segments stay");
-        everyone = 0;
-    }
-    ring.drop_blanks();
-    if (everyone) remove_node_snapshots();
-}
 
 void Runtime::Impl::remove_node_snapshots() {
     // One process per node removes them all, including those of processes that died earlier
@@ -772,7 +681,13 @@ Runtime::~Runtime() {
     auto& im = *impl_;
     if (std::uncaught_exceptions() == 0) {
         try {
-            im.finish_job();
+            if (im.membership.role_index >= 0)
+                if (const auto everyone = im.launcher.finish_job(
+                        {topology::role_key(im.coord()), im.cfg.job.steps, im.membership.work, im.faults,
+                         std::chrono::milliseconds(im.cfg.recovery.phase_deadline_ms)})) {
+                    im.ring.drop_blanks();
+                    if (*everyone) im.remove_node_snapshots();
+                }
         } catch (const std::exception& e) {  // a destructor must not throw: the segments stay
             im.log(std::string("could not end the job cleanly: ") + e.what());
         }

@@ -140,8 +140,6 @@ struct Runtime::Impl {
         // No optimizer has run in this job incarnation: the state is the initial one (the
         // trainer's, or the --resume checkpoint's). A relaunched job never is (it restored a version).
         bool pristine = true;
-        bool finished = false;
-        std::uint64_t final_checksum = 0;  // own_state_checksum() at the loop's end
     } loop;
     struct {
         std::vector<float> dp;  // reduce_scatter's receive area, reused across steps
@@ -214,14 +212,9 @@ struct Runtime::Impl {
     // end of the job with exit code 81. From then on the buffer holds this process's.
     void check_platform();
     // The loop's end: every role got here alive (else the step is abandoned and the caller
-    // recovers), job_stats sent, hot spares released. The segments stay (finish_job).
+    // recovers), job_stats sent, hot spares released. The segments stay until ~Runtime, after
+    // the trainer's code: LauncherLink::finish_job.
     void finish_loop();
-    void emit_job_stats(std::size_t shm_bytes, const ft::SnapshotTiming& snapshot,
-                        const ft::SnapshotTiming& totals, std::size_t snapshots);
-    // From the destructor, after the trainer's code: this role's role_finished record to the
-    // launcher, and once every role's is acknowledged, this node's segments removed. It must
-    // not touch the trainer's buffers: they may be gone.
-    void finish_job();
     // This role's protected state in one hash (each buffer's name and bytes), no MPI.
     std::uint64_t own_state_checksum();
     void remove_node_snapshots();          // this node's segments of the job, by one process

@@ -158,10 +158,13 @@ public:
     void mpirun_exits(int status) { feed(MpirunExited{status}); }
 
     // What the core asked for.
-    std::vector<json> logged(const std::string& event) const {
-        std::vector<json> out;
+    // Every record of type R the core asked to log (launcher_records.hpp), in order.
+    template <class R>
+    std::vector<R> logged() const {
+        std::vector<R> out;
         for (const auto& e : effects)
-            if (const auto* r = std::get_if<LogRecord>(&e); r && r->event == event) out.push_back(r->fields);
+            if (const auto* r = std::get_if<LogRecord>(&e))
+                if (const auto* x = std::get_if<R>(&r->record)) out.push_back(*x);
         return out;
     }
     bool said(const std::string& text) const {
@@ -177,10 +180,10 @@ public:
             if (const auto* x = std::get_if<T>(&e)) out.push_back(*x);
         return out;
     }
-    std::vector<json> failures(const std::string& observed) const {
-        std::vector<json> out;
-        for (const auto& f : logged("failure"))
-            if (f["observed"] == observed) out.push_back(f);
+    std::vector<Failure> failures(const std::string& observed) const {
+        std::vector<Failure> out;
+        for (const auto& f : logged<Failure>())
+            if (f.observed == observed) out.push_back(f);
         return out;
     }
     std::array<std::uint64_t, kDropReasonCount> drops{};
@@ -271,11 +274,11 @@ TEST_CASE("finish: every active role's role_finished with steps == job.steps, th
     CHECK(h.core->phase() == JobPhase::done);
     CHECK(h.core->outcome().name == "finished");
     CHECK(h.core->outcome().exit_code == kExitOk);
-    REQUIRE(h.logged("mpirun_exited").size() == 1);
-    CHECK(h.logged("mpirun_exited")[0]["roles_finished"] == true);
-    CHECK_FALSE(h.logged("mpirun_exited")[0].contains("note"));
+    REQUIRE(h.logged<AttemptJudged>().size() == 1);
+    CHECK(h.logged<AttemptJudged>()[0].roles_finished == true);
+    CHECK_FALSE(h.logged<AttemptJudged>()[0].note.has_value());
     CHECK(h.asked<StartAttempt>().size() == 1);
-    CHECK(h.logged("failure").empty());
+    CHECK(h.logged<Failure>().empty());
 }
 
 TEST_CASE("finish: mpirun exits 0 before the final records arrive; they come, then the connections close") {
@@ -295,7 +298,7 @@ TEST_CASE("finish: mpirun exits 0 before the final records arrive; they come, th
     h.ranks_exit();
     h.tick();
     CHECK(h.core->outcome().name == "finished");
-    CHECK(h.logged("mpirun_exited")[0]["roles_finished"] == true);
+    CHECK(h.logged<AttemptJudged>()[0].roles_finished == true);
     CHECK(h.asked<StartAttempt>().size() == 1);
 }
 
@@ -310,10 +313,10 @@ TEST_CASE("finish: the final records arrive, then mpirun exits with a ULFM non-z
     h.tick();
     CHECK(h.core->outcome().name == "finished");
     CHECK(h.core->outcome().exit_code == kExitOk);
-    const auto exit = h.logged("mpirun_exited").at(0);
-    CHECK(exit["roles_finished"] == true);
-    CHECK(exit["exit_code"] == 1);
-    CHECK(exit.contains("note"));
+    const auto exit = h.logged<AttemptJudged>().at(0);
+    CHECK(exit.roles_finished == true);
+    CHECK(exit.exit_code == 1);
+    CHECK(exit.note.has_value());
     CHECK(h.asked<StartAttempt>().size() == 1);  // a finished attempt is never relaunched
 }
 
@@ -327,7 +330,7 @@ TEST_CASE("finish: one role's record missing when every connection closed is a d
     h.ranks_exit();
     h.mpirun_exits(exited(0));
     h.tick();
-    CHECK(h.logged("mpirun_exited").at(0)["roles_finished"] == false);
+    CHECK(h.logged<AttemptJudged>().at(0).roles_finished == false);
     CHECK(h.failures("job_ended_early").size() == 1);
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     CHECK(h.asked<StartAttempt>()[1].launch.relaunch);
@@ -355,7 +358,7 @@ TEST_CASE("finish: whatever mpirun's status; records of an earlier attempt do no
     g.ranks_exit(RankStatus::lost);
     g.mpirun_exits(exited(1));
     g.tick();
-    CHECK(g.logged("mpirun_exited").at(1)["roles_finished"] == false);
+    CHECK(g.logged<AttemptJudged>().at(1).roles_finished == false);
 }
 
 TEST_CASE("finish: a connection that never closes (a remote rank) is waited for at most 10 s") {
@@ -372,7 +375,7 @@ TEST_CASE("finish: a connection that never closes (a remote rank) is waited for 
     CHECK(h.asked<KillLeftovers>().empty());
     h.run_for(milliseconds(1100));
     CHECK(h.said("judging from the records that came"));
-    CHECK(h.logged("mpirun_exited").at(0)["roles_finished"] == false);
+    CHECK(h.logged<AttemptJudged>().at(0).roles_finished == false);
 }
 
 TEST_CASE("no rank ever connected: mpirun's exit status is all there is") {
@@ -399,7 +402,7 @@ TEST_CASE("policy: a job lost is warm-relaunched; the relaunch record has its ph
     h.start();
     die_at(h, 20, signalled(SIGKILL));
     REQUIRE(h.asked<StartAttempt>().size() == 2);
-    CHECK(h.failures("job_ended_early").at(0)["classification"] == "job_lost");
+    CHECK(h.failures("job_ended_early").at(0).classification == "job_lost");
     CHECK(h.asked<StartAttempt>()[1].launch.relaunch);
     CHECK(h.core->attempt().kind == "warm_relaunch");
     h.register_all(20);
@@ -409,13 +412,15 @@ TEST_CASE("policy: a job lost is warm-relaunched; the relaunch record has its ph
     h.feed(RecoveryRecord{ranks_side, ranks_side.to_json()});
     h.steps(20, 22);
     h.run_for(milliseconds(50));
-    const auto rel = h.logged("warm_relaunch");
+    const auto rel = h.logged<WarmRelaunch>();
     REQUIRE(rel.size() == 1);
-    CHECK(rel[0]["outcome"] == "resumed");
-    CHECK(rel[0]["total_ms"].get<double>() > 0);
-    for (const char* phase : {"detect", "teardown", "launch", "restore", "resumed"})
-        CHECK_MESSAGE(rel[0]["phases_ms"].contains(phase), phase);
-    CHECK(rel[0]["restored_version"] == 20);
+    CHECK(rel[0].figures.outcome == "resumed");
+    CHECK(rel[0].figures.total_ms.value_or(-1) > 0);
+    // (detect and teardown are always there)
+    CHECK(rel[0].figures.phases_ms.launch.has_value());
+    CHECK(rel[0].figures.phases_ms.restore.has_value());
+    CHECK(rel[0].figures.phases_ms.resumed.has_value());
+    CHECK(rel[0].figures.restored_version == 20);
     CHECK(h.said("RECOVERED (tier 2): warm relaunch 1"));
     CHECK(h.core->metrics().recoveries.at(2) == 1);
 }
@@ -434,18 +439,18 @@ TEST_CASE("policy: a relaunch whose steps all ran between two looks still record
     h.ranks_exit();
     h.mpirun_exits(exited(0));
     h.tick();
-    const auto rel = h.logged("warm_relaunch");
+    const auto rel = h.logged<WarmRelaunch>();
     REQUIRE(rel.size() == 1);
-    CHECK(rel[0]["outcome"] == "resumed");
-    REQUIRE(rel[0].contains("total_ms"));
-    const double total = rel[0]["total_ms"];
+    CHECK(rel[0].figures.outcome == "resumed");
+    REQUIRE(rel[0].figures.total_ms.has_value());
+    const double total = *rel[0].figures.total_ms;
     CHECK(total > 300);
     h.effects.clear();
     const Effects end = h.core->summary(h.now());
     h.effects = end;
-    const auto job_end = h.logged("job_end").at(0);
-    CHECK(job_end["time_lost_ms"]["relaunch"].get<double>() == doctest::Approx(total));
-    CHECK(job_end["outcome"] == "finished");
+    const auto job_end = h.logged<JobEnd>().at(0);
+    CHECK(job_end.time_lost_ms.relaunch == doctest::Approx(total));
+    CHECK(job_end.outcome == "finished");
 }
 
 TEST_CASE("policy: a relaunch's first step before any look saw the roles in their loop ends its restore phase") {
@@ -458,10 +463,10 @@ TEST_CASE("policy: a relaunch's first step before any look saw the roles in thei
     h.advance(milliseconds(40));
     h.steps(20, 23);
     h.run_for(milliseconds(2100));
-    const auto rel = h.logged("warm_relaunch");
+    const auto rel = h.logged<WarmRelaunch>();
     REQUIRE(rel.size() == 1);
-    CHECK(rel[0]["phases_ms"]["restore"].get<double>() >= 40);
-    CHECK(rel[0].contains("total_ms"));
+    CHECK(rel[0].figures.phases_ms.restore.value_or(-1) >= 40);
+    CHECK(rel[0].figures.total_ms.has_value());
 }
 
 TEST_CASE("policy: a relaunch whose roles were in their loop before any look saw them registered: "
@@ -481,11 +486,11 @@ TEST_CASE("policy: a relaunch whose roles were in their loop before any look saw
     h.feed(records::Step{20, 1.0});
     h.steps(21, 23);
     h.run_for(milliseconds(50));
-    const auto rel = h.logged("warm_relaunch");
+    const auto rel = h.logged<WarmRelaunch>();
     REQUIRE(rel.size() == 1);
-    for (const char* phase : {"detect", "teardown", "launch", "restore"})
-        CHECK_MESSAGE(rel[0]["phases_ms"].contains(phase), phase);
-    CHECK(rel[0]["phases_ms"]["restore"].get<double>() == doctest::Approx(18.0));
+    CHECK(rel[0].figures.phases_ms.launch.has_value());
+    CHECK(rel[0].figures.phases_ms.restore.has_value());
+    CHECK(rel[0].figures.phases_ms.restore.value_or(-1) == doctest::Approx(18.0));
 }
 
 TEST_CASE("policy: warm relaunches spent -> HDF5 restart from the newest checkpoint") {
@@ -493,16 +498,16 @@ TEST_CASE("policy: warm relaunches spent -> HDF5 restart from the newest checkpo
     h.checkpoint = 10;
     h.start();
     die_at(h, 20, signalled(SIGKILL));
-    CHECK(h.logged("warm_relaunch_refused").at(0)["why"] == "recovery.warm_relaunches spent");
+    CHECK(h.logged<WarmRelaunchRefused>().at(0).why == "recovery.warm_relaunches spent");
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     CHECK(h.asked<StartAttempt>()[1].launch.resume);
     CHECK(h.core->attempt().kind == "cold_restart");
     run_to_the_end(h, 10);
-    const auto cold = h.logged("cold_restart");
+    const auto cold = h.logged<ColdRestart>();
     REQUIRE(cold.size() == 1);
-    CHECK(cold[0]["checkpoint_step"] == 10);
-    CHECK(cold[0]["steps_replayed"] == 10);
-    CHECK(cold[0].contains("total_ms"));
+    CHECK(cold[0].figures.checkpoint_step == 10);
+    CHECK(cold[0].figures.steps_replayed == 10);
+    CHECK(cold[0].figures.total_ms.has_value());
     CHECK(h.core->outcome().name == "finished");
 }
 
@@ -519,7 +524,7 @@ TEST_CASE("policy: a checkpoint.dir without a checkpoint refuses the HDF5 restar
     Harness h(plan_of(0, "/ckpt"));
     h.start();
     die_at(h, 20, signalled(SIGKILL));
-    CHECK(h.logged("cold_restart_refused").at(0)["why"] == "no checkpoint in the test");
+    CHECK(h.logged<ColdRestartRefused>().at(0).why == "no checkpoint in the test");
     CHECK(h.core->outcome().exit_code == kExitNeedsRelaunch);
 }
 
@@ -530,8 +535,8 @@ TEST_CASE("policy: at most 2 HDF5 restarts per launch") {
     // Each attempt gets further than the one before (progress): the HDF5 budget ends it, not
     // the restart-loop rule (the same failure at the same step: the "restarts" cases below).
     for (int i = 0; i < 3; ++i) die_at(h, 10 + i, signalled(SIGKILL));
-    CHECK(h.logged("cold_restart").size() == 2);
-    CHECK(h.logged("cold_restart_refused").back()["why"] == "at most 2 HDF5 restarts per launch");
+    CHECK(h.logged<ColdRestart>().size() == 2);
+    CHECK(h.logged<ColdRestartRefused>().back().why == "at most 2 HDF5 restarts per launch");
     CHECK(h.core->outcome().exit_code == kExitNeedsRelaunch);
 }
 
@@ -541,8 +546,8 @@ TEST_CASE("policy: state lost in-job (76) with every node alive is warm-relaunch
     h.register_all();
     h.steps(0, 20);
     ends_with(h, flashrec::ft::kExitStateLost, kRoles[0], "state lost");
-    CHECK(h.failures("exit_code").back()["classification"] == "state_lost");
-    CHECK(h.logged("warm_relaunch_before_hdf5").size() == 1);
+    CHECK(h.failures("exit_code").back().classification == "state_lost");
+    CHECK(h.logged<WarmRelaunchBeforeHdf5>().size() == 1);
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     CHECK(h.asked<StartAttempt>()[1].launch.relaunch);
 }
@@ -554,7 +559,7 @@ TEST_CASE("policy: spares exhausted (77) -> HDF5 restart, or exit 77 without a c
     with.register_all();
     with.steps(0, 20);
     ends_with(with, flashrec::ft::kExitNoSpare, kRoles[1], "no spare");
-    CHECK(with.failures("exit_code").back()["classification"] == "spares_exhausted");
+    CHECK(with.failures("exit_code").back().classification == "spares_exhausted");
     CHECK(with.core->attempt().kind == "cold_restart");
 
     Harness without(plan_of(2));
@@ -584,13 +589,13 @@ TEST_CASE("incident: a silent rank killed by the shell is a process_hang; its lo
     h.feed(RankHung{h.incident(kRoles[1], IncidentReason::no_heartbeat), KillOutcome::killed, h.now().wall});
     const auto hangs = h.failures("hang_no_heartbeat");
     REQUIRE(hangs.size() == 1);
-    CHECK(hangs[0]["classification"] == "process_hang");
-    CHECK(h.logged("hang_kill").at(0)["result"] == "killed");
+    CHECK(hangs[0].classification == "process_hang");
+    CHECK(h.logged<HangKill>().at(0).result == "killed");
     // ... then the same rank is lost: no second incident.
     h.lose(kRoles[1]);
     h.run_for(milliseconds(500));
-    CHECK(h.logged("kill_confirmed").size() == 1);
-    CHECK(h.logged("failure").size() == 1);
+    CHECK(h.logged<KillConfirmed>().size() == 1);
+    CHECK(h.logged<Failure>().size() == 1);
     // The in-job recovery marks it recovered.
     records::Recovery r;
     r.failed_roles = {kRoles[1]};
@@ -604,7 +609,7 @@ TEST_CASE("incident: a silent rank killed by the shell is a process_hang; its lo
     h.mpirun_exits(exited(0));
     h.tick();
     h.effects = h.core->summary(h.now());
-    CHECK(h.logged("job_end").at(0)["incidents"][0]["recovered_by"] == "in-job tier 1 (hot)");
+    CHECK(h.logged<JobEnd>().at(0).incidents[0].recovered_by == "in-job tier 1 (hot)");
 }
 
 TEST_CASE("incident: a stall is confirmed before the kill, or cleared") {
@@ -624,8 +629,8 @@ TEST_CASE("incident: a stall is confirmed before the kill, or cleared") {
     h.feed(RankHung{h.incident(kRoles[3], IncidentReason::stalled), KillOutcome::pending, h.now().wall});
     h.of(kRoles[3]).hung = false;
     h.run_for(milliseconds(400));
-    CHECK(h.logged("stall_cleared").size() == 1);
-    CHECK(h.logged("failure").size() == 1);
+    CHECK(h.logged<StallCleared>().size() == 1);
+    CHECK(h.logged<Failure>().size() == 1);
 }
 
 TEST_CASE("incident: a lost rank is classified after its last words (its fault's record, an MPI error seen)") {
@@ -641,14 +646,15 @@ TEST_CASE("incident: a lost rank is classified after its last words (its fault's
     h.lose(kRoles[1]);
     h.lose(kRoles[2]);
     h.run_for(milliseconds(100));
-    CHECK(h.logged("failure").empty());  // still settling
+    CHECK(h.logged<Failure>().empty());  // still settling
     h.run_for(milliseconds(300));
-    CHECK(h.failures("signal").at(0)["value"] == SIGKILL);
-    CHECK(h.failures("exit_code").at(0)["value"] == 3);
+    CHECK(h.failures("signal").at(0).value == SIGKILL);
+    CHECK(h.failures("exit_code").at(0).value == 3);
     const auto lost = h.failures("connection_lost");
     REQUIRE(lost.size() == 1);
-    CHECK(lost[0]["step"] == 10);
-    CHECK(lost[0]["mpi_error_classes_seen"]["75"] == 1);
+    CHECK(lost[0].step == 10);
+    REQUIRE(lost[0].mpi_error_classes_seen.has_value());
+    CHECK(lost[0].mpi_error_classes_seen->at("75") == 1);
 }
 
 TEST_CASE("incident: a cut connection whose process reconnects is no failure") {
@@ -660,8 +666,8 @@ TEST_CASE("incident: a cut connection whose process reconnects is no failure") {
     h.run_for(milliseconds(1000));  // alive here: waits up to 5 s
     h.of(kRoles[0]).status = RankStatus::active;
     h.tick();
-    CHECK(h.logged("rank_reconnected").size() == 1);
-    CHECK(h.logged("failure").empty());
+    CHECK(h.logged<RankReconnected>().size() == 1);
+    CHECK(h.logged<Failure>().empty());
 }
 
 TEST_CASE("incident: every rank of a node silent at once is the node's failure (this machine: killed, in-job)") {
@@ -675,8 +681,8 @@ TEST_CASE("incident: every rank of a node silent at once is the node's failure (
     h.feed(RankHung{h.incident(kRoles[3], IncidentReason::no_heartbeat), KillOutcome::killed, h.now().wall});
     const auto node = h.failures("node_silent_local");
     REQUIRE(node.size() == 1);
-    CHECK(node[0]["node"] == "node1");
-    CHECK(node[0]["classification"] == "node_hang");
+    CHECK(node[0].node == "node1");
+    CHECK(node[0].classification == "node_hang");
     CHECK(h.failures("hang_no_heartbeat").size() == 2);
     // Its ranks were killed: in-job recovery replaces them, the job goes on.
     CHECK(h.core->phase() == JobPhase::running);
@@ -689,7 +695,7 @@ TEST_CASE("incident: a rank on another host that cannot be killed takes its node
     h.register_all();
     h.steps(0, 10);
     h.feed(RankHung{h.incident(kRoles[3], IncidentReason::no_heartbeat), KillOutcome::remote, h.now().wall});
-    CHECK(h.failures("node_silent_remote").at(0)["node"] == "fn2");
+    CHECK(h.failures("node_silent_remote").at(0).node == "fn2");
     h.ranks_exit(RankStatus::lost);
     h.mpirun_exits(signalled(SIGKILL));
     h.tick();
@@ -698,7 +704,7 @@ TEST_CASE("incident: a rank on another host that cannot be killed takes its node
     CHECK(h.asked<Drain>()[0].node == "fn2");
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     CHECK(h.asked<StartAttempt>()[1].layout.node_of_role(kRoles[3]) == "fn3");
-    CHECK(h.logged("relayout").size() == 1);
+    CHECK(h.logged<NewLayout>().size() == 1);
 }
 
 TEST_CASE("incident: no role's tag moving for the stall limit ends the job (job_stalled)") {
@@ -734,14 +740,14 @@ TEST_CASE("incident: a launch whose roles never all register is ended at the sta
     h.ranks.push_back(h.rank(kRoles[0], 2001, 0));
     h.ranks.push_back(h.rank(kRoles[1], 2002, 0));
     h.run_for(milliseconds(29900));
-    CHECK(h.logged("startup_stuck").empty());
+    CHECK(h.logged<StartupStuck>().empty());
     CHECK(h.core->phase() == JobPhase::running);
     h.run_for(milliseconds(200));
-    const auto stuck = h.logged("startup_stuck");
+    const auto stuck = h.logged<StartupStuck>();
     REQUIRE(stuck.size() == 1);
-    CHECK(stuck[0]["attempt"] == 2);
-    CHECK(stuck[0]["registered"] == 2);
-    CHECK(stuck[0]["active"] == kRoles.size());
+    CHECK(stuck[0].attempt == 2);
+    CHECK(stuck[0].registered == 2);
+    CHECK(stuck[0].active == static_cast<std::int64_t>(kRoles.size()));
     CHECK(h.said("the job did not start: 2 of 4 active roles did not register within 30.00 s of the launch"));
     CHECK(h.core->phase() == JobPhase::ending);
     CHECK(h.asked<SignalJob>().size() == 1);
@@ -750,11 +756,11 @@ TEST_CASE("incident: a launch whose roles never all register is ended at the sta
     h.tick();
     const auto failure = h.failures("startup_stuck");
     REQUIRE(failure.size() == 1);
-    CHECK(failure[0]["classification"] == "startup_stuck");
+    CHECK(failure[0].classification == "startup_stuck");
     CHECK(h.asked<StartAttempt>().size() == 3);  // relaunched under the budget
     // A launch that registers in time is never touched, however long it then takes.
     run_to_the_end(h, 20);
-    CHECK(h.logged("startup_stuck").size() == 1);
+    CHECK(h.logged<StartupStuck>().size() == 1);
     CHECK(h.core->outcome().name == "finished");
 }
 
@@ -765,7 +771,7 @@ TEST_CASE("incident: mpirun lingering 10 s after every rank left is ended") {
     h.steps(0, 20);
     h.ranks_exit(RankStatus::lost);
     h.run_for(milliseconds(10100));
-    CHECK(h.logged("mpirun_lingered").size() == 1);
+    CHECK(h.logged<MpirunLingered>().size() == 1);
     CHECK(h.asked<SignalJob>().size() == 1);
     CHECK(h.core->phase() == JobPhase::ending);
 }
@@ -783,9 +789,9 @@ TEST_CASE("direct launch: a first step that never came up is started again, then
     h.start();
     h.mpirun_exits(signalled(SIGSEGV));  // a task crashed in MPI_Init; no rank registered
     h.tick();
-    const auto retried = h.logged("start_retried");
+    const auto retried = h.logged<StartRetried>();
     REQUIRE(retried.size() == 1);
-    CHECK(retried[0]["attempt"] == 1);
+    CHECK(retried[0].attempt == 1);
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     CHECK(h.core->attempt().kind == "start_retry");
     CHECK(h.core->phase() == JobPhase::running);
@@ -805,7 +811,7 @@ TEST_CASE("direct launch: a step that never comes up three times is a job that n
     h.mpirun_exits(signalled(SIGSEGV));
     h.tick();
     CHECK(h.asked<StartAttempt>().size() == 3);
-    CHECK(h.logged("start_retried").size() == 2);
+    CHECK(h.logged<StartRetried>().size() == 2);
     CHECK(h.core->outcome().name == "failed_to_start");
 }
 
@@ -834,10 +840,10 @@ TEST_CASE("incident: an attempt the ranks ended, every process accounted for: mp
     for (const auto& r : h.ranks) h.feed(records::EndingJob{flashrec::ft::kExitStateLost, r.pid, "state lost"});
     h.ranks_exit();
     h.tick();
-    const auto lingered = h.logged("mpirun_lingered");
+    const auto lingered = h.logged<MpirunLingered>();
     REQUIRE(lingered.size() == 1);
-    CHECK(lingered[0]["rule"] == "every_process_accounted_for");
-    CHECK(lingered[0]["grace_ms"] == 0);
+    CHECK(lingered[0].rule == "every_process_accounted_for");
+    CHECK(lingered[0].grace_ms == 0);
     REQUIRE(h.asked<SignalJob>().size() == 1);
     CHECK(h.asked<SignalJob>()[0].signo == SIGKILL);
     CHECK(h.core->phase() == JobPhase::ending);
@@ -857,13 +863,13 @@ TEST_CASE("incident: one process of the attempt left without its last record and
     h.ranks_exit();
     h.dead.erase(h.of(kRoles[1]).pid);  // said BYE, but its process is still there
     h.run_for(milliseconds(9900));
-    CHECK(h.logged("mpirun_lingered").empty());
+    CHECK(h.logged<MpirunLingered>().empty());
     CHECK(h.asked<SignalJob>().empty());
     h.run_for(milliseconds(200));
-    const auto lingered = h.logged("mpirun_lingered");
+    const auto lingered = h.logged<MpirunLingered>();
     REQUIRE(lingered.size() == 1);
-    CHECK(lingered[0]["rule"] == "grace_expired");
-    CHECK(lingered[0]["grace_ms"] == 10000);
+    CHECK(lingered[0].rule == "grace_expired");
+    CHECK(lingered[0].grace_ms == 10000);
 }
 
 TEST_CASE("incident: a finished attempt keeps mpirun's grace (its exit forwards the ranks' last output)") {
@@ -891,9 +897,9 @@ TEST_CASE("report: a short job's progress line and summary show its rate") {
     h.finish_with(stats);
     CHECK(h.said("step 50/50  loss 1  200.0 steps/s"));
     CHECK(h.said(", 200.0 steps/s (exit code 0)"));
-    const auto end = h.logged("job_end");
+    const auto end = h.logged<JobEnd>();
     REQUIRE(end.size() == 1);
-    CHECK(end[0]["steps_per_s"] == doctest::Approx(200.0));
+    CHECK(end[0].steps_per_s == doctest::Approx(200.0));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -910,8 +916,8 @@ TEST_CASE("a hang confirmed, then the same rank lost: one incident, the kill con
     REQUIRE(h.asked<KillRank>().size() == 1);
     h.lose(kRoles[0]);
     h.run_for(milliseconds(400));
-    CHECK(h.logged("failure").size() == 1);
-    CHECK(h.logged("kill_confirmed").size() == 1);
+    CHECK(h.logged<Failure>().size() == 1);
+    CHECK(h.logged<KillConfirmed>().size() == 1);
     CHECK(h.failures("connection_lost").empty());
 }
 
@@ -938,7 +944,7 @@ TEST_CASE("a control-port flood during a repair: drops counted, one incident, th
     h.ranks_exit();
     h.mpirun_exits(exited(0));
     h.tick();
-    CHECK(h.logged("failure").size() == 1);
+    CHECK(h.logged<Failure>().size() == 1);
     CHECK(h.core->metrics().drops[static_cast<std::size_t>(DropReason::bad_token)] == 10000);
     CHECK(h.core->outcome().name == "finished");
     CHECK(h.asked<StartAttempt>().size() == 1);
@@ -954,23 +960,23 @@ TEST_CASE("a node lost during a warm relaunch: the relaunch failed, the next one
     for (const auto& role : kRoles) h.ranks.push_back(h.rank(role, 2000 + static_cast<int>(h.ranks.size()), 20, wire::Phase::idle));
     h.tick();
     h.feed(DaemonLost{"fn1", "lost communication with a remote daemon"});
-    CHECK(h.logged("node_lost").at(0)["node"] == "fn1");
+    CHECK(h.logged<NodeLost>().at(0).node == "fn1");
     h.ranks_exit(RankStatus::lost);
     h.mpirun_exits(exited(1));
     h.tick();
-    const auto rel = h.logged("warm_relaunch");
+    const auto rel = h.logged<WarmRelaunch>();
     REQUIRE(rel.size() == 1);
-    CHECK(rel[0]["outcome"] == "failed");
-    CHECK_FALSE(rel[0].contains("total_ms"));
-    CHECK(h.failures("node_lost").at(0)["classification"] == "node_lost");
+    CHECK(rel[0].figures.outcome == "failed");
+    CHECK_FALSE(rel[0].figures.total_ms.has_value());
+    CHECK(h.failures("node_lost").at(0).classification == "node_lost");
     REQUIRE(h.asked<StartAttempt>().size() == 3);
     const Layout third = h.asked<StartAttempt>()[2].layout;
     CHECK(third.node_of_role(kRoles[0]) == "fn3");
     CHECK(h.asked<Drain>().at(0).node == "fn1");
     run_to_the_end(h, 20);
     CHECK(h.core->outcome().name == "finished");
-    CHECK(h.logged("warm_relaunch").size() == 2);
-    CHECK(h.logged("warm_relaunch")[1]["outcome"] == "resumed");
+    CHECK(h.logged<WarmRelaunch>().size() == 2);
+    CHECK(h.logged<WarmRelaunch>()[1].figures.outcome == "resumed");
 }
 
 TEST_CASE("a node killed as a relaunch starts: the relaunch is stuck, then Slurm's job no longer holds the node") {
@@ -984,11 +990,11 @@ TEST_CASE("a node killed as a relaunch starts: the relaunch is stuck, then Slurm
     die_at(h, 20, signalled(SIGKILL));
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     h.run_for(milliseconds(30100));
-    REQUIRE(h.logged("startup_stuck").size() == 1);
+    REQUIRE(h.logged<StartupStuck>().size() == 1);
     h.allocation = std::vector<std::string>{"fn2", "fn3"};  // Slurm removed fn1 from the --no-kill job
     h.mpirun_exits(signalled(SIGKILL));
     h.tick();
-    CHECK(h.logged("node_left_allocation").at(0)["node"] == "fn1");
+    CHECK(h.logged<NodeLeftAllocation>().at(0).node == "fn1");
     CHECK(h.said("node fn1 lost: Slurm removed it from the job"));
     CHECK(h.asked<Drain>().at(0).node == "fn1");
     REQUIRE(h.asked<StartAttempt>().size() == 3);
@@ -1008,15 +1014,15 @@ TEST_CASE("PRRTE names a healthy node as a relaunch starts: srun's check finds t
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     h.unreachable = {"fn2"};
     h.feed(DaemonLost{"fn1", "lost communication with a remote daemon"});
-    CHECK(h.logged("node_lost").empty());
-    CHECK(h.logged("daemon_lost_starting").at(0)["node"] == "fn1");
+    CHECK(h.logged<NodeLost>().empty());
+    CHECK(h.logged<DaemonLostStarting>().at(0).node == "fn1");
     h.mpirun_exits(exited(250));
     h.tick();
     REQUIRE(h.checked.size() == 1);
     CHECK(h.checked[0] == std::vector<std::string>{"fn1", "fn2", "fn3"});  // every node of the launch
-    REQUIRE(h.logged("node_lost").size() == 1);
-    CHECK(h.logged("node_lost")[0]["node"] == "fn2");
-    CHECK(h.logged("daemon_loss_unconfirmed").at(0)["node"] == "fn1");
+    REQUIRE(h.logged<NodeLost>().size() == 1);
+    CHECK(h.logged<NodeLost>()[0].node == "fn2");
+    CHECK(h.logged<DaemonLossUnconfirmed>().at(0).node == "fn1");
     CHECK(h.said("node fn2 lost: srun could not start a process there"));
     REQUIRE(h.asked<Drain>().size() == 1);
     CHECK(h.asked<Drain>()[0].node == "fn2");
@@ -1034,7 +1040,7 @@ TEST_CASE("PRRTE losing a daemon once the roles registered is taken at its word,
     h.start();
     h.register_all();
     h.feed(DaemonLost{"fn1", "lost communication with a remote daemon"});
-    CHECK(h.logged("node_lost").at(0)["node"] == "fn1");
+    CHECK(h.logged<NodeLost>().at(0).node == "fn1");
     h.ranks_exit(RankStatus::lost);
     h.mpirun_exits(exited(0));
     h.tick();
@@ -1050,8 +1056,8 @@ TEST_CASE("PRRTE losing a daemon as a relaunch starts, and no srun check possibl
     h.feed(DaemonLost{"fn1", "lost communication with a remote daemon"});
     h.mpirun_exits(exited(250));
     h.tick();
-    REQUIRE(h.logged("node_lost").size() == 1);
-    CHECK(h.logged("node_lost")[0]["node"] == "fn1");
+    REQUIRE(h.logged<NodeLost>().size() == 1);
+    CHECK(h.logged<NodeLost>()[0].node == "fn1");
     CHECK(h.said("not checked with srun"));
     CHECK(h.asked<Drain>().at(0).node == "fn1");
 }
@@ -1080,18 +1086,18 @@ TEST_CASE("SIGTERM during a repair: mpirun gets SIGTERM, the lost rank is no fai
     h.lose(kRoles[2]);                  // ... and an in-job repair in it
     h.feed(SignalReceived{SIGTERM});
     CHECK(h.core->phase() == JobPhase::stopping);
-    CHECK(h.logged("interrupted").size() == 1);
+    CHECK(h.logged<Interrupted>().size() == 1);
     REQUIRE_FALSE(h.asked<SignalJob>().empty());
     CHECK(h.asked<SignalJob>().back().signo == SIGTERM);
     h.run_for(milliseconds(500));
-    const std::size_t failures = h.logged("failure").size();
+    const std::size_t failures = h.logged<Failure>().size();
     CHECK(failures == 1);  // the first death only
     h.ranks_exit(RankStatus::lost);
     h.mpirun_exits(signalled(SIGTERM));
     h.tick();
     CHECK(h.core->outcome().name == "interrupted");
     CHECK(h.core->outcome().exit_code == 128 + SIGTERM);
-    CHECK(h.logged("warm_relaunch").at(0)["outcome"] == "failed");
+    CHECK(h.logged<WarmRelaunch>().at(0).figures.outcome == "failed");
     CHECK(h.asked<StartAttempt>().size() == 2);
 }
 
@@ -1112,7 +1118,7 @@ TEST_CASE("SIGTERM ignored by the job: killed after the grace; a second signal k
     CHECK(g.said("second signal"));
     CHECK(g.asked<SignalJob>().back().signo == SIGKILL);
     g.feed(SignalReceived{SIGUSR1});
-    CHECK(g.logged("signal").at(0)["action"] == "ignored");
+    CHECK(g.logged<SignalIgnored>().at(0).action == "ignored");
 }
 
 TEST_CASE("the spawn trap: PRRTE losing its daemon on the spare node during a repair is not a node loss") {
@@ -1122,8 +1128,8 @@ TEST_CASE("the spawn trap: PRRTE losing its daemon on the spare node during a re
     h.steps(0, 10);
     h.lose(kRoles[0]);  // a repair is under way: it spawns onto fn3
     h.feed(DaemonLost{"fn3", "lost communication with a remote daemon"});
-    CHECK(h.logged("spawn_daemon_lost").size() == 1);
-    CHECK(h.logged("node_lost").empty());
+    CHECK(h.logged<SpawnDaemonLost>().size() == 1);
+    CHECK(h.logged<NodeLost>().empty());
 }
 
 TEST_CASE("no spare node left, checkpoint-and-requeue: a relaunch only writes a checkpoint, then the job is requeued") {
@@ -1144,7 +1150,7 @@ TEST_CASE("no spare node left, checkpoint-and-requeue: a relaunch only writes a 
     CHECK(h.said("no spare node left for fn2"));
     // The checkpoint-only attempt ends (it does not finish the job's steps).
     die_at(h, 30, exited(0));
-    CHECK(h.logged("checkpoint_for_requeue").at(0)["step"] == 30);
+    CHECK(h.logged<CheckpointForRequeue>().at(0).step == 30);
     CHECK(h.core->outcome().name == "requeued");
     CHECK(h.core->outcome().exit_code == kExitRequeued);
     REQUIRE(h.asked<Finish>().size() == 1);
@@ -1186,8 +1192,8 @@ TEST_CASE("restarts: a deterministic error (ending_job 78) ends the job at once,
     h.mpirun_exits(signalled(SIGKILL));
     h.tick();
     CHECK(h.asked<StartAttempt>().size() == 1);
-    CHECK(h.logged("warm_relaunch").empty());
-    CHECK(h.logged("cold_restart").empty());
+    CHECK(h.logged<WarmRelaunch>().empty());
+    CHECK(h.logged<ColdRestart>().empty());
     CHECK(h.core->outcome().name == "deterministic_error");
     CHECK(h.core->outcome().exit_code == kExitDeterministic);
     CHECK(h.core->outcome().exit_code == 78);
@@ -1195,11 +1201,11 @@ TEST_CASE("restarts: a deterministic error (ending_job 78) ends the job at once,
     CHECK(h.core->outcome().message.find(kLate) != std::string::npos);
     const auto job = h.failures("exit_code");
     REQUIRE_FALSE(job.empty());
-    CHECK(job.back()["classification"] == "deterministic_error");
-    CHECK(job.back()["action"] == "stop");
+    CHECK(job.back().classification == "deterministic_error");
+    CHECK(job.back().action == "stop");
     const auto lines = summary_lines(h);
-    CHECK(h.logged("job_end").at(0)["outcome"] == "deterministic_error");
-    CHECK(h.logged("job_end").at(0)["exit_code"] == 78);
+    CHECK(h.logged<JobEnd>().at(0).outcome == "deterministic_error");
+    CHECK(h.logged<JobEnd>().at(0).exit_code == 78);
     CHECK_FALSE(any_has(lines, "recovered"));
 }
 
@@ -1217,14 +1223,14 @@ TEST_CASE("a restore that refuses another platform (ending_job 81) ends the job 
     h.mpirun_exits(signalled(SIGKILL));
     h.tick();
     CHECK(h.asked<StartAttempt>().size() == 1);
-    CHECK(h.logged("warm_relaunch").empty());
-    CHECK(h.logged("cold_restart").empty());
+    CHECK(h.logged<WarmRelaunch>().empty());
+    CHECK(h.logged<ColdRestart>().empty());
     CHECK(h.core->outcome().name == "platform_mismatch");
     CHECK(h.core->outcome().exit_code == 81);
     CHECK(h.core->outcome().message.find("cpu_flags") != std::string::npos);
     const auto lines = summary_lines(h);  // logs job_end
-    CHECK(h.logged("job_end").at(0)["outcome"] == "platform_mismatch");
-    CHECK(h.logged("job_end").at(0)["exit_code"] == 81);
+    CHECK(h.logged<JobEnd>().at(0).outcome == "platform_mismatch");
+    CHECK(h.logged<JobEnd>().at(0).exit_code == 81);
     CHECK_FALSE(any_has(lines, "recovered"));
 }
 
@@ -1240,14 +1246,14 @@ TEST_CASE("restarts: the same failure at the same step after a warm relaunch end
     h.mpirun_exits(signalled(SIGKILL));
     h.tick();
     CHECK(h.asked<StartAttempt>().size() == 2);  // budget left (5), but no second relaunch
-    const auto loop = h.logged("restart_loop");
+    const auto loop = h.logged<RestartLoop>();
     REQUIRE(loop.size() == 1);
-    CHECK(loop[0]["same_as"] == 1);
-    CHECK(loop[0]["incident"] == 2);
-    CHECK(loop[0]["classification"] == "job_lost");
-    CHECK(loop[0]["step"] == 20);
-    CHECK(loop[0]["newest_step"] == 19);
-    CHECK(loop[0]["restart"] == "warm_relaunch");
+    CHECK(loop[0].same_as == 1);
+    CHECK(loop[0].incident == 2);
+    CHECK(loop[0].classification == "job_lost");
+    CHECK(loop[0].step == 20);
+    CHECK(loop[0].newest_step == 19);
+    CHECK(loop[0].restart == "warm_relaunch");
     CHECK(h.core->outcome().name == "restart_loop");
     CHECK(h.core->outcome().exit_code == kExitRestartLoop);
     CHECK(h.core->outcome().message.find("job_lost at step 20") != std::string::npos);
@@ -1265,15 +1271,15 @@ TEST_CASE("restarts: a relaunch that lost its own ranks before any new step is n
     h.ranks_exit(RankStatus::lost);
     h.mpirun_exits(exited(1));
     h.tick();
-    CHECK(h.logged("restart_loop").empty());
+    CHECK(h.logged<RestartLoop>().empty());
     CHECK(h.asked<StartAttempt>().size() == 3);
     // The same ending again without progress is the loop.
     h.register_all(20);
     h.ranks_exit(RankStatus::lost);
     h.mpirun_exits(exited(1));
     h.tick();
-    REQUIRE(h.logged("restart_loop").size() == 1);
-    CHECK(h.logged("restart_loop")[0]["same_as"] == 2);
+    REQUIRE(h.logged<RestartLoop>().size() == 1);
+    CHECK(h.logged<RestartLoop>()[0].same_as == 2);
     CHECK(h.core->outcome().exit_code == kExitRestartLoop);
 }
 
@@ -1288,12 +1294,12 @@ TEST_CASE("restarts: killed in the loop, then a relaunch that lost ranks before 
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     h.register_all(20);
     die_losing(h, {kRoles[0], kRoles[1]}, signalled(SIGKILL));
-    CHECK(h.logged("restart_loop").empty());
+    CHECK(h.logged<RestartLoop>().empty());
     REQUIRE(h.asked<StartAttempt>().size() == 3);
     // The same ending of the next relaunch, again before its first step, is the loop.
     h.register_all(20);
     die_losing(h, {kRoles[0], kRoles[1]}, signalled(SIGKILL));
-    REQUIRE(h.logged("restart_loop").size() == 1);
+    REQUIRE(h.logged<RestartLoop>().size() == 1);
     CHECK(h.core->outcome().exit_code == kExitRestartLoop);
 }
 
@@ -1308,7 +1314,7 @@ TEST_CASE("restarts: a job killed in its loop, then a relaunch killed before its
     REQUIRE(h.asked<StartAttempt>().size() == 2);
     h.register_all(20);
     die_losing(h, {kRoles[0], kRoles[1]}, signalled(SIGKILL));
-    CHECK(h.logged("restart_loop").empty());
+    CHECK(h.logged<RestartLoop>().empty());
     CHECK(h.asked<StartAttempt>().size() == 3);
 }
 
@@ -1327,7 +1333,7 @@ TEST_CASE("restarts: a relaunch that makes no new step resets nothing; one that 
     }
     CHECK(none.core->outcome().exit_code == kExitRestartLoop);
     CHECK(none.asked<StartAttempt>().size() == 3);
-    CHECK(none.logged("restart_loop").at(0)["same_as"] == 2);
+    CHECK(none.logged<RestartLoop>().at(0).same_as == 2);
 
     // Progress: step 20 completes after the relaunch; the same kind of death (in step 25) is new.
     Harness some(plan_of(5));
@@ -1338,7 +1344,7 @@ TEST_CASE("restarts: a relaunch that makes no new step resets nothing; one that 
     some.ranks_exit(RankStatus::lost);
     some.mpirun_exits(signalled(SIGKILL));
     some.tick();
-    CHECK(some.logged("restart_loop").empty());
+    CHECK(some.logged<RestartLoop>().empty());
     REQUIRE(some.asked<StartAttempt>().size() == 3);
     // ... and that one repeated without progress is the loop, counted from there.
     some.register_all(24);
@@ -1346,9 +1352,9 @@ TEST_CASE("restarts: a relaunch that makes no new step resets nothing; one that 
     some.ranks_exit(RankStatus::lost);
     some.mpirun_exits(signalled(SIGKILL));
     some.tick();
-    REQUIRE(some.logged("restart_loop").size() == 1);
-    CHECK(some.logged("restart_loop")[0]["step"] == 25);
-    CHECK(some.logged("restart_loop")[0]["same_as"] == 2);
+    REQUIRE(some.logged<RestartLoop>().size() == 1);
+    CHECK(some.logged<RestartLoop>()[0].step == 25);
+    CHECK(some.logged<RestartLoop>()[0].same_as == 2);
     CHECK(some.core->outcome().exit_code == kExitRestartLoop);
 }
 
@@ -1362,7 +1368,7 @@ TEST_CASE("restarts: escalation is no loop: state lost (76) twice at one step go
     REQUIRE(h.core->attempt().kind == "warm_relaunch");
     h.register_all(20);  // the relaunch found nothing either
     ends_with(h, flashrec::ft::kExitStateLost, kRoles[0], "state lost");
-    CHECK(h.logged("restart_loop").empty());
+    CHECK(h.logged<RestartLoop>().empty());
     CHECK(h.core->attempt().kind == "cold_restart");
 }
 
@@ -1380,13 +1386,13 @@ TEST_CASE("restarts: no summary says recovered for a relaunch that failed") {
     h.mpirun_exits(exited(1));
     h.tick();
     CHECK(h.core->outcome().exit_code == kExitNeedsRelaunch);  // ... the budget (1) ends it
-    REQUIRE(h.logged("warm_relaunch").size() == 1);
-    CHECK(h.logged("warm_relaunch")[0]["outcome"] == "failed");
+    REQUIRE(h.logged<WarmRelaunch>().size() == 1);
+    CHECK(h.logged<WarmRelaunch>()[0].figures.outcome == "failed");
     const auto lines = summary_lines(h);
-    const auto incidents = h.logged("job_end").at(0)["incidents"];
+    const auto incidents = h.logged<JobEnd>().at(0).incidents;
     REQUIRE(incidents.size() == 2);
-    CHECK(incidents[0]["recovered_by"] == "");
-    CHECK(incidents[1]["recovered_by"] == "");
+    CHECK(incidents[0].recovered_by == "");
+    CHECK(incidents[1].recovered_by == "");
     CHECK(any_has(lines, "warm relaunch 1 failed"));
     CHECK_FALSE(any_has(lines, "recovered"));
 }
@@ -1396,9 +1402,9 @@ TEST_CASE("restarts: a relaunch that completed is what recovered its incident, a
     h.start();
     die_at(h, 20, signalled(SIGKILL));
     run_to_the_end(h, 20);
-    CHECK(h.logged("warm_relaunch").at(0)["outcome"] == "resumed");
+    CHECK(h.logged<WarmRelaunch>().at(0).figures.outcome == "resumed");
     summary_lines(h);
-    CHECK(h.logged("job_end").at(0)["incidents"][0]["recovered_by"] == "warm relaunch 1");
+    CHECK(h.logged<JobEnd>().at(0).incidents[0].recovered_by == "warm relaunch 1");
 }
 
 TEST_CASE("summary: protection.every auto's last choice, and the failure cost in ms from job_stats and the repairs") {
@@ -1431,13 +1437,13 @@ TEST_CASE("summary: protection.every auto's last choice, and the failure cost in
                  "(worst 7 steps: 282.0 ms)"));
     // A snapshot exposes 12 - 10 = 2 ms: 0.25 ms/step at k = 8 against 2 at k = 1.
     CHECK(h.said("protection 0.250 ms/step at k = 8 against 2.000 ms/step at k = 1: saves 1.750 ms/step"));
-    const auto cost = h.logged("failure_cost");
+    const auto cost = h.logged<ExpectedFailureCost>();
     REQUIRE(cost.size() == 1);
-    CHECK(cost[0]["protection_every"] == 8);
-    CHECK(cost[0]["protection_auto"] == true);
-    CHECK(cost[0]["interval_changes"] == 1);
-    CHECK(cost[0]["estimate"]["expected_ms"].get<double>() == doctest::Approx(247));
-    CHECK(cost[0]["estimate"]["restore_ms"].get<double>() == doctest::Approx(212));
+    CHECK(cost[0].protection_every == 8);
+    CHECK(cost[0].protection_auto == true);
+    CHECK(cost[0].interval_changes == 1);
+    CHECK(cost[0].estimate.expected_ms == doctest::Approx(247));
+    CHECK(cost[0].estimate.restore_ms.value_or(-1) == doctest::Approx(212));
 }
 
 TEST_CASE("summary: at k = 1 the step without a snapshot is not measured, and the summary says so") {
@@ -1478,8 +1484,8 @@ TEST_CASE("moved decision: a silent rank is killed at once, as the core decides"
     CHECK(h.asked<KillRank>()[0].incident.role == kRoles[1]);
     // The harness answers the kill as the shell does: a RankHung with its outcome.
     REQUIRE(h.failures("hang_no_heartbeat").size() == 1);
-    CHECK(h.failures("hang_no_heartbeat")[0]["classification"] == "process_hang");
-    CHECK(h.logged("hang_kill").at(0)["result"] == "killed");
+    CHECK(h.failures("hang_no_heartbeat")[0].classification == "process_hang");
+    CHECK(h.logged<HangKill>().at(0).result == "killed");
 }
 
 TEST_CASE("moved decision: a stalled rank reported by the control plane is confirmed before the kill") {
@@ -1513,7 +1519,7 @@ TEST_CASE("moved decision: a superseded rank already gone (or elsewhere) is a lo
     h.run_for(milliseconds(400));
     CHECK(h.failures("hang_no_heartbeat").empty());
     REQUIRE(h.failures("connection_lost").size() == 1);
-    CHECK(h.failures("connection_lost")[0]["role"] == kRoles[1]);
+    CHECK(h.failures("connection_lost")[0].role == kRoles[1]);
 }
 
 namespace {
@@ -1541,13 +1547,13 @@ TEST_CASE("requeue outcome: Slurm refuses the requeue; job_end and the exit code
     end_for_requeue(h);
     h.feed(RequeueDone{"scontrol: error: Requeue of job 42 is not allowed"});
     h.effects = h.core->summary(h.now());
-    const auto end = h.logged("job_end");
+    const auto end = h.logged<JobEnd>();
     REQUIRE(end.size() == 1);
-    CHECK(end[0]["outcome"] == "spares_exhausted");
-    CHECK(end[0]["exit_code"] == kExitNoSpares);
+    CHECK(end[0].outcome == "spares_exhausted");
+    CHECK(end[0].exit_code == kExitNoSpares);
     // What the shell exits with (supervise() returns the core's outcome code).
     CHECK(h.core->outcome().exit_code == kExitNoSpares);
-    CHECK(end[0]["message"].get<std::string>().find("Slurm refused the requeue") != std::string::npos);
+    CHECK(end[0].message.find("Slurm refused the requeue") != std::string::npos);
 }
 
 TEST_CASE("requeue outcome: Slurm requeues the job; job_end and the exit code both say 79") {
@@ -1555,10 +1561,10 @@ TEST_CASE("requeue outcome: Slurm requeues the job; job_end and the exit code bo
     end_for_requeue(h);
     h.feed(RequeueDone{});
     h.effects = h.core->summary(h.now());
-    const auto end = h.logged("job_end");
+    const auto end = h.logged<JobEnd>();
     REQUIRE(end.size() == 1);
-    CHECK(end[0]["outcome"] == "requeued");
-    CHECK(end[0]["exit_code"] == kExitRequeued);
+    CHECK(end[0].outcome == "requeued");
+    CHECK(end[0].exit_code == kExitRequeued);
     CHECK(h.core->outcome().exit_code == kExitRequeued);
 }
 
@@ -1608,11 +1614,11 @@ TEST_CASE("effect order: first in, first out; a result's effects queue behind th
 TEST_CASE("effect order: an attempt's or the job's boundary comes last, or the list is refused") {
     EffectQueue q;
     CHECK_THROWS_AS(q.push({StartAttempt{}, Say{"late"}}), EffectOrderError);
-    CHECK_THROWS_AS(q.push({TeardownAttempt{}, LogRecord{"x", {}}}), EffectOrderError);
+    CHECK_THROWS_AS(q.push({TeardownAttempt{}, LogRecord{Interrupted{SIGINT}}}), EffectOrderError);
     CHECK_THROWS_AS(q.push({Finish{}, Finish{}}), EffectOrderError);
     CHECK(q.empty());
     CHECK_NOTHROW(q.push({Say{"x"}, TeardownAttempt{}}));
-    CHECK_NOTHROW(q.push({LogRecord{"x", {}}, Finish{}}));
+    CHECK_NOTHROW(q.push({LogRecord{Interrupted{SIGINT}}, Finish{}}));
 }
 
 TEST_CASE("effect order: a job death carried out through the queue, as the shell does, without re-entry") {
@@ -1626,7 +1632,7 @@ TEST_CASE("effect order: a job death carried out through the queue, as the shell
     feed(MpirunExited{exited(1)});
     feed(Tick{h.ranks, {}, 0, {}});
     while (auto e = q.pop()) {
-        if (const auto* r = std::get_if<LogRecord>(&*e)) carried.push_back(r->event);
+        if (const auto* r = std::get_if<LogRecord>(&*e)) carried.push_back(std::string(event_of(r->record)));
         if (std::holds_alternative<TeardownAttempt>(*e)) {
             carried.push_back("TeardownAttempt");
             TeardownDone done;
@@ -1648,4 +1654,46 @@ TEST_CASE("effect order: a job death carried out through the queue, as the shell
     CHECK(at("failure") < at("StartAttempt"));
     CHECK(at("StartAttempt") < at("launch"));
     CHECK(h.core->attempt().index == 2);
+}
+
+// The records' JSON is written from their field tables (launcher_records.cpp): exactly the
+// table's fields, an optional one only when set, a nullable one as null, nested parts as objects.
+TEST_CASE("records: a record's JSON holds its table's fields and no other") {
+    const auto keys = [](const json& j) {
+        std::vector<std::string> out;
+        for (const auto& [k, v] : j.items()) out.push_back(k);
+        return out;
+    };
+    AttemptJudged judged;
+    judged.attempt = 2;
+    judged.pid = 77;
+    judged.status = "exit code 1";
+    CHECK(keys(judged.to_json()) == std::vector<std::string>{"attempt", "pid", "roles_finished", "status"});
+    judged.exit_code = 1;
+    CHECK(judged.to_json() ==
+          json{{"attempt", 2}, {"pid", 77}, {"status", "exit code 1"}, {"roles_finished", false}, {"exit_code", 1}});
+
+    HangKill hang{3, "dp1.tp0.pp0", 12, "n1", "killed", "SIGKILL", 1500, std::nullopt};
+    CHECK(hang.to_json().at("since_injection_ms").is_null());  // nullable: always there
+
+    RestartFigures fig;
+    fig.tier = 2;
+    fig.reason = {4, "job_lost", "mpirun exited 1"};
+    fig.outcome = "resumed";
+    fig.phases_ms.detect = 1.5;
+    fig.phases_ms.teardown = 2.5;
+    const json warm = WarmRelaunch{1, 2, fig}.to_json();
+    // The shared figures sit beside the relaunch's own fields, not under a key of their own.
+    CHECK(keys(warm) == std::vector<std::string>{"attempt", "died_unix_ms", "of", "outcome", "phases_ms", "reason",
+                                                 "relaunch", "steps_done_before", "tier"});
+    CHECK(warm.at("reason") == json{{"incident", 4}, {"classification", "job_lost"}, {"detail", "mpirun exited 1"}});
+    CHECK(warm.at("phases_ms") == json{{"detect", 1.5}, {"teardown", 2.5}});
+    CHECK_FALSE(ColdRestart{1, fig}.to_json().contains("of"));
+
+    NewLayout layout;
+    layout.replaced = {{"fn1", "fn3"}};
+    const json relayout = layout.to_json();
+    CHECK(relayout.at("policy").is_null());
+    CHECK(relayout.at("replaced") == json::array({{{"node", "fn1"}, {"spare_node", "fn3"}}}));
+    CHECK(event_of(CoreRecord(layout)) == "relayout");
 }
