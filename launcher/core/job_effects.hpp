@@ -2,12 +2,9 @@
 // and carries out one at a time in the order decided (effect_queue.hpp states the rule). The core
 // decides; the shell acts and reports results back as inputs (job_inputs.hpp).
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <variant>
 #include <vector>
 
