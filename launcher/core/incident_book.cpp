@@ -18,12 +18,23 @@ using std::chrono::milliseconds;
 std::string tier_text(const Rule& rule) { return rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""; }
 }  // namespace
 
-std::optional<KillOnNode> kill_route(const RankIncident& rank, const JobView& job, const NodeBook& nodes) {
+std::optional<KillOnNode> kill_route(const RankIncident& rank, const JobView& job, const NodeBook& nodes,
+                                     SteadyTime now) {
     if (job.slurm_job_id.empty() || !job.layout.slurm) return std::nullopt;
     if (!job.direct_launch && rank.hostname == job.local_host) return std::nullopt;
     const std::string node = nodes.node_of_rank(job.layout, rank.hostname, rank.role);
     // A node already lost starts no step (its slurmd is gone or frozen): it goes as a whole.
     if (node.empty() || nodes.is_lost(node)) return std::nullopt;
+    // Only a node that shows life (another rank of it sent a heartbeat within half the hang
+    // timeout) is asked: a frozen, dead or cut-off one would hold the launcher for
+    // kRemoteKillLimit, and goes as a whole anyway. A rank alone on its node cannot be told from
+    // its node (under direct launch the node timeout decides first).
+    const auto recent = std::chrono::milliseconds(job.cfg.detection.hang_timeout_ms) / 2;
+    const bool node_answers = std::any_of(job.ranks.begin(), job.ranks.end(), [&](const RankInfo& r) {
+        return r.hostname == rank.hostname && r.pid != rank.pid && r.status == RankStatus::active && !r.hung &&
+               r.heartbeats > 0 && now - r.last_heartbeat < recent;
+    });
+    if (!node_answers && rank.hostname != job.local_host) return std::nullopt;
     return KillOnNode{job.slurm_job_id, node};
 }
 
@@ -237,7 +248,7 @@ void IncidentBook::on_tick(const JobView& job, NodeWatch& nodes, std::int64_t st
             continue;
         }
         // Comes back as a RankHung with the kill's outcome.
-        fx.emplace_back(KillRank{inc, kill_route(inc, job, nodes.book())});
+        fx.emplace_back(KillRank{inc, kill_route(inc, job, nodes.book(), now.steady)});
     }
     std::erase_if(pending_lost_, [&](const PendingLost& lost) { return settle(lost, job, nodes, steps_done, now, fx); });
 }

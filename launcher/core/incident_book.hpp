@@ -20,11 +20,13 @@
 
 namespace flashrec::launcher {
 
-// Where a hung rank is killed from (KillRank::on_node; none = kill(2) here). mpirun's ranks on
-// this host are this launcher's descendants. Under Slurm a rank on another node, and under direct
-// launch every rank (a task of srun's step, a child of slurmstepd), is killed by a step of the job
-// on its node: that rank alone, and its node stays in the job (docs/slurm.md, "A hung rank").
-std::optional<KillOnNode> kill_route(const RankIncident& rank, const JobView& job, const NodeBook& nodes);
+// Where a hung rank is killed from (KillRank::on_node; none = kill(2) here, which for a process
+// on another host is `remote`: its node goes). mpirun's ranks on this host are this launcher's
+// descendants. Under Slurm a rank on another node whose other ranks still send heartbeats, and
+// under direct launch every rank on this host (a task of srun's step, a child of slurmstepd), is
+// killed by a step of the job on its node: that rank alone, and its node stays in the job.
+std::optional<KillOnNode> kill_route(const RankIncident& rank, const JobView& job, const NodeBook& nodes,
+                                     SteadyTime now);
 
 class IncidentBook {
 public:

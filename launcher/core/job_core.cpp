@@ -183,7 +183,7 @@ void JobCore::handle(const HangReported& hung, Now now, Effects& fx) {
     // one (heartbeats arrive, its tag does not move) may be slow, not stuck: confirmed first.
     if (hung.incident.reason == IncidentReason::stalled)
         return handle(RankHung{hung.incident, KillOutcome::pending, now.wall}, now, fx);
-    fx.emplace_back(KillRank{hung.incident, kill_route(hung.incident, view(), nodes_.book())});
+    fx.emplace_back(KillRank{hung.incident, kill_route(hung.incident, view(), nodes_.book(), now.steady)});
 }
 
 void JobCore::handle(const RankSuperseded& superseded, Now now, Effects& fx) {

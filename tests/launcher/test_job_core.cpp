@@ -64,6 +64,7 @@ public:
     LaunchPlan plan;
     std::vector<RankInfo> ranks;    // the controller's view
     std::set<int> dead;             // pids whose process is gone
+    std::set<std::string> silent;   // roles whose process sends nothing (stopped, frozen, cut off)
     std::optional<std::int64_t> checkpoint;  // what a teardown finds in checkpoint.dir
     std::optional<std::vector<std::string>> allocation;  // what a teardown finds Slurm's job holds
     std::set<std::string> unreachable;  // nodes where the teardown's srun check starts no process
@@ -110,6 +111,8 @@ public:
         r.pid = pid;
         r.hostname = plan.layout.slurm ? plan.layout.node_of_role(role) : plan.local_host;
         r.registered_at = now().steady;
+        r.last_heartbeat = now().steady;
+        r.heartbeats = 1;
         r.phase = phase;
         r.step_tag = tag;
         return r;
@@ -121,7 +124,11 @@ public:
         for (std::int64_t s = from; s < to; ++s) {
             advance(milliseconds(5));
             for (auto& r : ranks)
-                if (!is_spare_role(r.role) && r.status == RankStatus::active) r.step_tag = s + 1;
+                if (!is_spare_role(r.role) && r.status == RankStatus::active && !silent.count(r.role)) {
+                    r.step_tag = s + 1;
+                    r.last_heartbeat = now().steady;
+                    ++r.heartbeats;
+                }
             feed(records::Step{s, 1.0});
         }
         tick();
@@ -831,7 +838,8 @@ TEST_CASE("hung rank under direct launch: killed alone on its node through Slurm
     h.start();
     h.register_all();
     h.steps(0, 10);
-    h.advance(milliseconds(1000));
+    h.silent = {kRoles[3]};  // stopped; dp2 on the same node fn2 runs on
+    h.steps(10, 30);
     h.feed(HangReported{h.incident(kRoles[3], IncidentReason::no_heartbeat)});  // dp3 runs on fn2
     REQUIRE(h.asked<KillRank>().size() == 1);
     const auto route = h.asked<KillRank>()[0].on_node;
@@ -854,7 +862,8 @@ TEST_CASE("hung rank under direct launch: killed alone on its node through Slurm
     CHECK(h.asked<SignalJob>().empty());
     CHECK(h.core->phase() == JobPhase::running);
     CHECK(h.asked<StartAttempt>().size() == 1);
-    // A rank on the batch host is a task of the step too (slurmstepd's child, not the launcher's).
+    // A rank of another node is a task of the step too (slurmstepd's child, not the launcher's).
+    h.steps(30, 35);
     h.feed(HangReported{h.incident(kRoles[0], IncidentReason::no_heartbeat)});
     REQUIRE(h.asked<KillRank>().size() == 2);
     REQUIRE(h.asked<KillRank>()[1].on_node.has_value());
@@ -877,6 +886,20 @@ TEST_CASE("hung rank under mpirun in Slurm: kill(2) on this host, a step of the 
     CHECK(kills[1].on_node->node == "fn2");
     CHECK(h.failures("node_silent_remote").empty());
     CHECK(h.asked<Drain>().empty());
+}
+
+TEST_CASE("hung rank whose node's other ranks are silent too: its node is not asked, it goes as a whole") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.silent = {kRoles[2], kRoles[3]};  // fn2 frozen: neither of its ranks sends anything
+    h.steps(10, 30);
+    h.advance(milliseconds(1000));
+    h.tick();
+    h.feed(HangReported{h.incident(kRoles[3], IncidentReason::no_heartbeat)});
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    CHECK_FALSE(h.asked<KillRank>()[0].on_node.has_value());  // the shell answers `remote`
 }
 
 TEST_CASE("hung rank whose node does not answer the kill: the node goes; its next hung rank is not tried there") {
