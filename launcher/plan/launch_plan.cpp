@@ -244,7 +244,7 @@ LaunchPlan make_launch_plan(const PlanRequest& request) {
             }
     plan.layout = make_layout(plan.cfg, plan.local_host, plan.allocation ? &*plan.allocation : nullptr);
     if (plan.layout.slurm &&
-        config::direct_launch_chosen(plan.cfg.slurm, plan.cfg.recovery.spawn, plan.cfg.launch.mpirun_args)) {
+        config::direct_launch_chosen(plan.cfg)) {
         std::string why;
         auto variables = plan.wrapper_variables();
         if (!plan.btl_if.empty()) variables.emplace_back(ft::env::kBtlIf, plan.btl_if);
@@ -395,7 +395,7 @@ void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out) {
         out << "\nlaunch mode    " << (plan.direct ? "srun (direct launch, no mpirun)" : "mpirun (PRRTE)")
             << " (slurm.launch: " << cfg.slurm.launch
             << (cfg.slurm.launch == "auto" ? (plan.direct ? ": no spawned spares, no launch.mpirun_args"
-                                                          : ": mpirun, for recovery.spawn or launch.mpirun_args")
+                                                          : ": mpirun, for recovery.spawn, launch.mpirun_args or ranks_per_node > 1")
                                            : "")
             << ")\n";
         out << "\nhostfile (" << plan.hostfile_path().string()

@@ -878,9 +878,10 @@ std::string to_string(Action action) {
     return std::string(kActionNames.at(static_cast<std::size_t>(action)));
 }
 
-bool direct_launch_chosen(const Slurm& slurm, bool spawn, const std::vector<std::string>& mpirun_args) {
-    if (slurm.launch == "srun") return true;
-    return slurm.launch == "auto" && !spawn && mpirun_args.empty();
+bool direct_launch_chosen(const Config& config) {
+    if (config.slurm.launch == "srun") return true;
+    return config.slurm.launch == "auto" && !config.recovery.spawn && config.launch.mpirun_args.empty() &&
+           config.job.ranks_per_node == 1;
 }
 
 }  // namespace flashrec::config
