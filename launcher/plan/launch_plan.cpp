@@ -376,7 +376,8 @@ void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out) {
         << "\n";
     out << "hot spares   " << job.hot_spares << "\n";
     out << "spare nodes  " << job.spare_nodes << "\n";
-    out << "processes    " << plan.process_count() << " (mpirun -n " << plan.process_count() << ")\n\n";
+    out << "processes    " << plan.process_count()
+        << (plan.direct ? " (srun --ntasks " : " (mpirun -n ") << plan.process_count() << ")\n\n";
     out << "layout\n  rank  node          role\n";
     char row[256];
     for (const auto& p : layout.processes) {

@@ -477,7 +477,7 @@ TEST_CASE("slurm.launch: mpirun by default; srun (direct launch) only without sp
     CHECK(flashrec::config::parse("job:\n  name: t\n", "train.yaml").slurm.launch == "mpirun");
     const auto direct = flashrec::config::parse("slurm:\n  launch: srun\nrecovery:\n  spawn: false\n", "train.yaml");
     CHECK(direct.slurm.launch == "srun");
-    check_error("slurm:\n  launch: direct\n", 2, "slurm.launch", "must be one of mpirun, srun; got 'direct'");
+    check_error("slurm:\n  launch: direct\n", 2, "slurm.launch", "must be one of mpirun, srun, auto; got 'direct'");
     // recovery.spawn defaults to true: refused at the line of slurm.launch, saying what to set.
     check_error("slurm:\n  launch: srun\n", 2, "slurm.launch", "set recovery.spawn: false");
 }
