@@ -70,6 +70,12 @@ Comm Comm::dup_world(std::string name) {
     return adopt(out, std::move(name));
 }
 
+Comm Comm::dup_self(std::string name) {
+    MPI_Comm out = MPI_COMM_NULL;
+    check(MPI_Comm_dup(MPI_COMM_SELF, &out), "MPI_Comm_dup", MPI_COMM_SELF, "self");
+    return adopt(out, std::move(name));
+}
+
 Comm::Comm(Comm&& other) noexcept : handle_(other.handle_), name_(std::move(other.name_)) {
     other.handle_ = MPI_COMM_NULL;
 }

@@ -18,6 +18,26 @@ using std::chrono::milliseconds;
 std::string tier_text(const Rule& rule) { return rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""; }
 }  // namespace
 
+std::optional<KillOnNode> kill_route(const RankIncident& rank, const JobView& job, const NodeBook& nodes,
+                                     SteadyTime now) {
+    if (job.slurm_job_id.empty() || !job.layout.slurm) return std::nullopt;
+    if (!job.direct_launch && rank.hostname == job.local_host) return std::nullopt;
+    const std::string node = nodes.node_of_rank(job.layout, rank.hostname, rank.role);
+    // A node already lost starts no step (its slurmd is gone or frozen): it goes as a whole.
+    if (node.empty() || nodes.is_lost(node)) return std::nullopt;
+    // Only a node that shows life (another rank of it sent a heartbeat within half the hang
+    // timeout) is asked: a frozen, dead or cut-off one would hold the launcher for
+    // kRemoteKillLimit, and goes as a whole anyway. A rank alone on its node cannot be told from
+    // its node (under direct launch the node timeout decides first).
+    const auto recent = std::chrono::milliseconds(job.cfg.detection.hang_timeout_ms) / 2;
+    const bool node_answers = std::any_of(job.ranks.begin(), job.ranks.end(), [&](const RankInfo& r) {
+        return r.hostname == rank.hostname && r.pid != rank.pid && r.status == RankStatus::active && !r.hung &&
+               r.heartbeats > 0 && now - r.last_heartbeat < recent;
+    });
+    if (!node_answers && rank.hostname != job.local_host) return std::nullopt;
+    return KillOnNode{job.slurm_job_id, node};
+}
+
 Incident& IncidentBook::add(Incident inc, Now now, Effects& fx) {
     inc.id = static_cast<int>(incidents_.size()) + 1;
     inc.at = now.steady;
@@ -186,8 +206,11 @@ void IncidentBook::on_recovery(const ft::records::Recovery& r, const std::string
     // other ranks moved off it at the next relaunch. (The role may already run elsewhere: the
     // node is the one its incident names. An incident still to come, its connection not yet
     // reported closed, does this itself.)
+    // A hung rank that was killed alone leaves its node in the job: the process was stuck, its node
+    // answered (a node whose every rank fell silent is the node's own incident).
     for (const auto& inc : incidents_)
-        if (job.layout.slurm && inc.attempt == job.attempt.index && failed.count(inc.role) && !inc.node.empty())
+        if (job.layout.slurm && inc.attempt == job.attempt.index && failed.count(inc.role) && !inc.node.empty() &&
+            !(inc.hang && inc.kill == KillOutcome::killed))
             nodes.fail(inc.node, inc.rule->classification, steps_done, fx);
     for (auto& inc : incidents_)
         if (!inc.recovered && inc.attempt == job.attempt.index && failed.count(inc.role)) {
@@ -214,7 +237,8 @@ void IncidentBook::on_tick(const JobView& job, NodeWatch& nodes, std::int64_t st
                                  info ? std::optional(info->step_tag) : std::nullopt, stall_confirm_.count()});
             continue;
         }
-        fx.emplace_back(KillRank{inc});  // comes back as a RankHung with the kill's outcome
+        // Comes back as a RankHung with the kill's outcome.
+        fx.emplace_back(KillRank{inc, kill_route(inc, job, nodes.book(), now.steady)});
     }
     std::erase_if(pending_lost_, [&](const PendingLost& lost) { return settle(lost, job, nodes, steps_done, now, fx); });
 }

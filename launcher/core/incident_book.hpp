@@ -20,6 +20,14 @@
 
 namespace flashrec::launcher {
 
+// Where a hung rank is killed from (KillRank::on_node; none = kill(2) here, which for a process
+// on another host is `remote`: its node goes). mpirun's ranks on this host are this launcher's
+// descendants. Under Slurm a rank on another node whose other ranks still send heartbeats, and
+// under direct launch every rank on this host (a task of srun's step, a child of slurmstepd), is
+// killed by a step of the job on its node: that rank alone, and its node stays in the job.
+std::optional<KillOnNode> kill_route(const RankIncident& rank, const JobView& job, const NodeBook& nodes,
+                                     SteadyTime now);
+
 class IncidentBook {
 public:
     // `stall_confirm`: how long a stall is watched before the rank is killed; `silent_window`:

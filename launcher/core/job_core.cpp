@@ -78,8 +78,10 @@ JobCore::JobCore(const LaunchPlan& plan, std::string local_host, std::optional<s
       report_(plan.cfg.job.hot_spares) {}
 
 JobView JobCore::view() const {
+    static const std::string no_job;
     return JobView{plan_.cfg,  layout_,   attempt_,    phase_,      interrupt_signal_,
-                   old_pids_,  ranks_,    live_pids_,  local_host_, progress_.last_step()};
+                   old_pids_,  ranks_,    live_pids_,  local_host_, progress_.last_step(),
+                   plan_.allocation ? plan_.allocation->job_id : no_job, plan_.direct.has_value()};
 }
 
 // The attempt that starts a direct launch's first step again (handle(TeardownDone)), and how often.
@@ -181,7 +183,7 @@ void JobCore::handle(const HangReported& hung, Now now, Effects& fx) {
     // one (heartbeats arrive, its tag does not move) may be slow, not stuck: confirmed first.
     if (hung.incident.reason == IncidentReason::stalled)
         return handle(RankHung{hung.incident, KillOutcome::pending, now.wall}, now, fx);
-    fx.emplace_back(KillRank{hung.incident});
+    fx.emplace_back(KillRank{hung.incident, kill_route(hung.incident, view(), nodes_.book(), now.steady)});
 }
 
 void JobCore::handle(const RankSuperseded& superseded, Now now, Effects& fx) {
@@ -191,7 +193,7 @@ void JobCore::handle(const RankSuperseded& superseded, Now now, Effects& fx) {
     // way) or not a process of this launcher's tree (another host: nothing here can tell) is a
     // loss; its close, now of a superseded slot, will say nothing.
     if (superseded.alive_here) {
-        fx.emplace_back(KillRank{superseded.incident});
+        fx.emplace_back(KillRank{superseded.incident, std::nullopt});  // alive here: kill(2)
         return;
     }
     RankIncident lost = superseded.incident;

@@ -23,10 +23,17 @@ struct LogRecord {
 struct Say {
     std::string line;
 };
+// Where a hung rank is killed from when it is no process of this launcher's tree: a step of the
+// Slurm job on its node (slurm::kill_task), which kills it there if it is a process of the job.
+struct KillOnNode {
+    std::string job_id;
+    std::string node;  // Slurm's name of the rank's node
+};
 // A hang decided (a silent rank, a stall confirmed, a superseded process still alive): SIGKILL
 // the rank (if it is a process of this job), then hand in RankHung with the outcome.
 struct KillRank {
     RankIncident incident;
+    std::optional<KillOnNode> on_node;  // none: kill(2) from here, a process of this launcher's tree
 };
 // A signal to mpirun's process group.
 struct SignalJob {

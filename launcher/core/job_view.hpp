@@ -74,6 +74,8 @@ struct JobView {
     const std::set<int>& live_pids;      // of the pids the core asked about, those alive then
     const std::string& local_host;
     std::int64_t last_step;  // the newest completed step (-1 before the first)
+    const std::string& slurm_job_id;  // the allocation's job id ("" outside Slurm)
+    bool direct_launch;               // the ranks are tasks of an srun step (slurm.launch)
 
     // The attempt is over for good: what its ranks still say is history.
     bool torn_down() const { return phase == JobPhase::tearing_down || phase == JobPhase::done; }

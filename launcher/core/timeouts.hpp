@@ -24,6 +24,7 @@ inline constexpr milliseconds kDrainLimit{1000};         // output still in the 
 inline constexpr milliseconds kInterruptGrace{5000};     // SIGTERM to the job before SIGKILL
 inline constexpr milliseconds kSpawnDaemonGrace{10000};  // PRRTE losing the spare node's daemon after a spawn is the spawn trap
 inline constexpr milliseconds kRelaunchRecordWait{2000};  // the ranks' own tier-2 record after resuming
+inline constexpr milliseconds kRemoteKillLimit{5000};  // srun killing one hung rank on its node (1.2 s seen on the loaded test cluster)
 inline constexpr milliseconds kNodeCheckLimit{30000};   // srun starting `true` on a node the launch may have lost
 inline constexpr int kMaxColdRestarts = 2;               // HDF5 restarts (tier 3) per launch
 

@@ -243,12 +243,13 @@ LaunchPlan make_launch_plan(const PlanRequest& request) {
                 break;
             }
     plan.layout = make_layout(plan.cfg, plan.local_host, plan.allocation ? &*plan.allocation : nullptr);
-    if (plan.layout.slurm && plan.cfg.slurm.launch == "srun") {
+    if (plan.layout.slurm &&
+        config::direct_launch_chosen(plan.cfg)) {
         std::string why;
         auto variables = plan.wrapper_variables();
         if (!plan.btl_if.empty()) variables.emplace_back(ft::env::kBtlIf, plan.btl_if);
         const auto flags = wrapper_flags(plan.wrapper, why, variables);
-        if (!flags) throw Error("slurm.launch: srun: cannot read the MPI flags from " + plan.wrapper + ": " + why);
+        if (!flags) throw Error("slurm.launch: " + plan.cfg.slurm.launch + ": direct launch cannot read the MPI flags from " + plan.wrapper + ": " + why);
         plan.direct.emplace(*flags, plan.hostfile_path().string(), mpi_prefix());
     }
     return plan;
@@ -375,7 +376,8 @@ void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out) {
         << "\n";
     out << "hot spares   " << job.hot_spares << "\n";
     out << "spare nodes  " << job.spare_nodes << "\n";
-    out << "processes    " << plan.process_count() << " (mpirun -n " << plan.process_count() << ")\n\n";
+    out << "processes    " << plan.process_count()
+        << (plan.direct ? " (srun --ntasks " : " (mpirun -n ") << plan.process_count() << ")\n\n";
     out << "layout\n  rank  node          role\n";
     char row[256];
     for (const auto& p : layout.processes) {
@@ -390,9 +392,18 @@ void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out) {
     LaunchKind kind;
     kind.resume = resume;
     kind.faults = plan.faults;
-    if (layout.slurm)
-        out << "\nhostfile (" << plan.hostfile_path().string() << ", --map-by seq: line i is rank i's node)\n  "
+    if (layout.slurm) {
+        out << "\nlaunch mode    " << (plan.direct ? "srun (direct launch, no mpirun)" : "mpirun (PRRTE)")
+            << " (slurm.launch: " << cfg.slurm.launch
+            << (cfg.slurm.launch == "auto" ? (plan.direct ? ": no spawned spares, no launch.mpirun_args"
+                                                          : ": mpirun, for recovery.spawn, launch.mpirun_args or ranks_per_node > 1")
+                                           : "")
+            << ")\n";
+        out << "\nhostfile (" << plan.hostfile_path().string()
+            << (plan.direct ? ", SLURM_HOSTFILE for srun --distribution arbitrary" : ", --map-by seq")
+            << ": line i is rank i's node)\n  "
             << std::regex_replace(layout.hostfile(), std::regex("\n(?!$)"), "\n  ");
+    }
     out << "\ncommand\n  " << shell_join(plan.command(kind, layout)) << "\n";
     LaunchKind again = kind;
     again.relaunch = true;
@@ -400,8 +411,13 @@ void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out) {
     out << "warm relaunch (tier 2) runs\n  " << ft::env::kRelaunch << "=1 " << shell_join(plan.command(again, layout)) << "\n";
     std::string why;
     const auto flags = wrapper_flags(plan.wrapper, why, plan.wrapper_variables());
-    out << "mpirun flags (" << plan.wrapper << " adds them)\n  "
-        << (flags ? shell_join(*flags) : "(could not be read: " + why + ")") << "\n";
+    if (plan.direct)
+        // srun gets none of them: they are the tasks' OMPI_MCA_* variables below.
+        out << "MPI flags (read from " << plan.wrapper << "; direct launch: srun gets none, the tasks get them as "
+            << "the OMPI_MCA_* variables below)\n  ";
+    else
+        out << "mpirun flags (" << plan.wrapper << " adds them)\n  ";
+    out << (flags ? shell_join(*flags) : "(could not be read: " + why + ")") << "\n";
     out << "environment of the ranks\n"
         << "  " << ft::env::kControl << "=" << cfg.detection.bind << ":"
         << (cfg.detection.port ? std::to_string(cfg.detection.port) : "<port chosen at launch>") << "\n"
@@ -416,7 +432,8 @@ void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out) {
             : cfg.mpi.detector          ? ", in-band detector every " + std::to_string(cfg.mpi.detector_period_ms) +
                                               " ms, timeout " + std::to_string(cfg.mpi.detector_timeout_ms) + " ms"
                                         : ", exits reported by PRRTE's notices (mpi.detector off)")
-        << " (mpi.transport; " << ft::env::kTransport << " overrides; the mpirun flags above)\n";
+        << " (mpi.transport; " << ft::env::kTransport << " overrides; the " << (plan.direct ? "MPI" : "mpirun")
+        << " flags above)\n";
     out << "NCCL           " << (*built_nccl_version() ? built_nccl_version() : "none (built without CUDA)")
         << " (the version this flashrec was built against; docs/gpu.md, \"Which NCCL\")\n";
     out << "control plane  " << cfg.detection.bind << ":" << cfg.detection.port << ", heartbeat "

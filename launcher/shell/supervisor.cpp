@@ -21,6 +21,7 @@
 #include "flashrec/ft/event_log.hpp"
 #include "flashrec/ft/snapshot.hpp"
 #include "flashrec/ft/wire.hpp"
+#include "flashrec/slurm/allocation.hpp"
 #include "effect_queue.hpp"
 #include "inbox.hpp"
 #include "job_core.hpp"
@@ -73,6 +74,9 @@ private:
     void teardown(const std::string& why);
     void handle_line(const std::string& line, bool is_err);
     KillOutcome kill_hung(const RankIncident& incident) const;
+    // Through a step of the Slurm job on the rank's node (slurm::kill_task); blocks for at most
+    // kRemoteKillLimit (run here, not in a thread: the main loop's waitpid(-1) would take srun's status).
+    KillOutcome kill_on_node(const RankIncident& incident, const KillOnNode& where);
     void drain_queue();
     void read_signals();
     void tick(std::vector<RankInfo> ranks);
@@ -208,7 +212,8 @@ void Supervisor::carry_out(const Effect& effect) {
     } else if (const auto* line = std::get_if<Say>(&effect)) {
         say(line->line);
     } else if (const auto* kill = std::get_if<KillRank>(&effect)) {
-        feed(RankHung{kill->incident, kill_hung(kill->incident), WallClock::now()}, now());
+        const KillOutcome outcome = kill->on_node ? kill_on_node(kill->incident, *kill->on_node) : kill_hung(kill->incident);
+        feed(RankHung{kill->incident, outcome, WallClock::now()}, now());
     } else if (const auto* signal = std::get_if<SignalJob>(&effect)) {
         if (mpirun > 0 && !attempt_.exited) ::kill(-mpirun, signal->signo);
     } else if (const auto* leftovers = std::get_if<KillLeftovers>(&effect)) {
@@ -342,6 +347,30 @@ KillOutcome Supervisor::kill_hung(const RankIncident& incident) const {
     if (!is_descendant(pid, ::getpid()))
         return incident.hostname == local_host_ ? KillOutcome::refused : KillOutcome::remote;
     return ::kill(pid, SIGKILL) == 0 ? KillOutcome::killed : KillOutcome::gone;
+}
+
+KillOutcome Supervisor::kill_on_node(const RankIncident& incident, const KillOnNode& where) {
+    const auto start = SteadyClock::now();
+    slurm::TaskKill result = slurm::TaskKill::unreachable;
+    std::string error;
+    try {
+        result = slurm::kill_task(where.job_id, where.node, incident.pid, kRemoteKillLimit);
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
+    log("remote_kill", {{"role", incident.role},
+                        {"pid", incident.pid},
+                        {"node", where.node},
+                        {"result", slurm::to_string(result)},
+                        {"ms", std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count()},
+                        {"error", error}});
+    switch (result) {
+        case slurm::TaskKill::killed: return KillOutcome::killed;
+        case slurm::TaskKill::gone: return KillOutcome::gone;
+        case slurm::TaskKill::not_of_job: return KillOutcome::refused;
+        case slurm::TaskKill::unreachable: break;
+    }
+    return KillOutcome::remote;  // the node did not answer: it goes as a whole (incident_book.cpp)
 }
 
 void Supervisor::drain_queue() {

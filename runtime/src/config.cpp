@@ -44,7 +44,7 @@ constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware",
 constexpr std::array<std::string_view, 2> kReplayChecks = {"start", "off"};
 constexpr std::array<std::string_view, 2> kSparePolicies = {"shrink", "checkpoint-and-requeue"};
 constexpr std::array<std::string_view, 3> kNcclRepairs = {"auto", "shrink_grow", "reinit"};
-constexpr std::array<std::string_view, 2> kSlurmLaunchModes = {"mpirun", "srun"};
+constexpr std::array<std::string_view, 3> kSlurmLaunchModes = {"mpirun", "srun", "auto"};
 constexpr std::array<std::string_view, 3> kTransports = {"tcp", "shm", "auto"};
 
 // Transports flashrec knows and refuses, and why: a ConfigError before launch, not a job that
@@ -876,6 +876,12 @@ void validate_fault(const Fault& fault, const Job& job, const std::string& where
 std::string to_string(Phase phase) { return std::string(kPhaseNames.at(static_cast<std::size_t>(phase))); }
 std::string to_string(Action action) {
     return std::string(kActionNames.at(static_cast<std::size_t>(action)));
+}
+
+bool direct_launch_chosen(const Config& config) {
+    if (config.slurm.launch == "srun") return true;
+    return config.slurm.launch == "auto" && !config.recovery.spawn && config.launch.mpirun_args.empty() &&
+           config.job.ranks_per_node == 1;
 }
 
 }  // namespace flashrec::config

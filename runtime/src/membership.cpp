@@ -10,10 +10,17 @@ void Membership::build_communicators(const topology::Shape& shape,
     work = universe.split(active ? 0 : -1, role_index, "work");
     if (active) {
         const auto c = topology::coord_of(shape, role_index);
-        const auto split = [&](Group g) { return group_split(shape, c, g); };
-        dp = work.split(split(Group::dp).color, split(Group::dp).key, "dp");
-        tp = work.split(split(Group::tp).color, split(Group::tp).key, "tp");
-        pp = work.split(split(Group::pp).color, split(Group::pp).key, "pp");
+        // A group of one (tp = 1 or pp = 1: no tensor or pipeline parallelism) is the same
+        // communicator as a copy of MPI_COMM_SELF, made without a message: each split over `work`
+        // is a collective, and on a loaded machine each cost 30-110 ms of a repair's rebuild
+        // (docs/slurm.md, "Direct launch"). Every member takes the same way (the shape is global).
+        const auto group = [&](Group g, int size, const char* name) {
+            const GroupSplit s = group_split(shape, c, g);
+            return size == 1 ? ft::Comm::dup_self(name) : work.split(s.color, s.key, name);
+        };
+        dp = group(Group::dp, shape.dp, "dp");
+        tp = group(Group::tp, shape.tp, "tp");
+        pp = group(Group::pp, shape.pp, "pp");
         replication = work.dup("replication");
         checkpoint = work.dup("checkpoint");
     } else {

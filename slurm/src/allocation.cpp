@@ -232,6 +232,46 @@ std::vector<std::string> unreachable_nodes(const std::string& job_id, const std:
     return out;
 }
 
+std::vector<std::string> kill_task_command(const std::string& job_id, const std::string& node, int pid) {
+    check_job_id(job_id);
+    check_node_name(node);
+    if (pid <= 1) throw SlurmError("killing a task on " + node + ": " + std::to_string(pid) + " is no process id of a task");
+    // The environment of a process of another user cannot be read: not ours either.
+    static const std::string script =
+        "[ -e /proc/$1 ] || exit " + std::to_string(kTaskGone) + "\n"
+        "tr '\\0' '\\n' < /proc/$1/environ 2>/dev/null | grep -qx \"SLURM_JOB_ID=$2\" || exit " +
+        std::to_string(kTaskNotOfJob) + "\n"
+        "kill -KILL $1 2>/dev/null && exit " + std::to_string(kTaskKilled) + "\n"
+        "exit " + std::to_string(kTaskGone) + "\n";
+    return {"srun", "--jobid=" + job_id, "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=" + node, "--quiet",
+            "/bin/sh", "-c", script, "flashrec-kill-task", std::to_string(pid), job_id};
+}
+
+std::string_view to_string(TaskKill result) {
+    switch (result) {
+        case TaskKill::killed: return "killed";
+        case TaskKill::gone: return "gone";
+        case TaskKill::not_of_job: return "not_of_job";
+        case TaskKill::unreachable: return "unreachable";
+    }
+    return "?";
+}
+
+TaskKill kill_task(const std::string& job_id, const std::string& node, int pid, std::chrono::milliseconds timeout) {
+    const auto argv = kill_task_command(job_id, node, pid);
+    require_slurm_config();
+    try {
+        switch (run_command(argv, timeout).exit_code) {
+            case kTaskKilled: return TaskKill::killed;
+            case kTaskGone: return TaskKill::gone;
+            case kTaskNotOfJob: return TaskKill::not_of_job;
+            default: return TaskKill::unreachable;
+        }
+    } catch (const CommandTimedOut&) {
+        return TaskKill::unreachable;
+    }
+}
+
 std::vector<std::string> drain_command(const std::string& node, const std::string& reason) {
     check_node_name(node);
     if (trim(reason).empty()) throw SlurmError("draining " + node + ": Slurm requires a reason, got an empty one");

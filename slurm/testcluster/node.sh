@@ -4,15 +4,19 @@
 #           job process. Slurm sees a dead node after SlurmdTimeout (see docs/slurm.md).
 #   freeze  stop everything on the node (cgroup.freeze): a hung node; sockets stay open.
 #   thaw    undo freeze.
+#   cut     cut the node off the network: the machine's end of its veth goes down, so nothing
+#           reaches it or leaves it and no peer gets a reset (a pulled cable, a dead switch
+#           port); its processes run on.
+#   reconnect undo cut.
 #   start   start the node's slurmd again after a kill; it returns to idle by itself
 #           (ReturnToService=2), with a fresh /dev/shm.
 #   exec    run a command inside the node (its network, hostname, /dev/shm and cgroup),
 #           e.g. node.sh exec frnode2 ls /dev/shm
-#   status  running | frozen | dead
+#   status  running | frozen | cut | dead
 set -euo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 
-usage() { sed -n '2,12p' "$0" >&2; exit 2; }
+usage() { sed -n '2,16p' "$0" >&2; exit 2; }
 (($# >= 2)) || usage
 action=$1 node=$2
 shift 2
@@ -41,6 +45,13 @@ case $action in
         grep -qx "frozen $want" "$cg/cgroup.events" || frs_die "$node did not reach frozen=$want within 2 s"
         frs_log "$action $node: done"
         ;;
+    cut|reconnect)
+        veth=${FRS_VETH_PREFIX}$node
+        ip link show "$veth" >/dev/null 2>&1 || frs_die "$node has no veth $veth: is the cluster up?"
+        if [ "$action" = cut ]; then state=down; else state=up; fi
+        ip link set "$veth" "$state" || frs_die "could not set $veth $state"
+        frs_log "$action $node: $veth $state"
+        ;;
     start)
         [ -e "$FRS_CONF" ] || frs_die "no $FRS_CONF: the cluster is not up"
         frs_lock
@@ -57,6 +68,7 @@ case $action in
     status)
         if ! frs_cgroup_busy "$cg"; then echo dead
         elif grep -qx "frozen 1" "$cg/cgroup.events"; then echo frozen
+        elif ! ip link show "${FRS_VETH_PREFIX}$node" 2>/dev/null | grep -q ',UP'; then echo cut
         else echo running
         fi
         ;;

@@ -64,6 +64,7 @@ public:
     LaunchPlan plan;
     std::vector<RankInfo> ranks;    // the controller's view
     std::set<int> dead;             // pids whose process is gone
+    std::set<std::string> silent;   // roles whose process sends nothing (stopped, frozen, cut off)
     std::optional<std::int64_t> checkpoint;  // what a teardown finds in checkpoint.dir
     std::optional<std::vector<std::string>> allocation;  // what a teardown finds Slurm's job holds
     std::set<std::string> unreachable;  // nodes where the teardown's srun check starts no process
@@ -110,6 +111,8 @@ public:
         r.pid = pid;
         r.hostname = plan.layout.slurm ? plan.layout.node_of_role(role) : plan.local_host;
         r.registered_at = now().steady;
+        r.last_heartbeat = now().steady;
+        r.heartbeats = 1;
         r.phase = phase;
         r.step_tag = tag;
         return r;
@@ -121,7 +124,11 @@ public:
         for (std::int64_t s = from; s < to; ++s) {
             advance(milliseconds(5));
             for (auto& r : ranks)
-                if (!is_spare_role(r.role) && r.status == RankStatus::active) r.step_tag = s + 1;
+                if (!is_spare_role(r.role) && r.status == RankStatus::active && !silent.count(r.role)) {
+                    r.step_tag = s + 1;
+                    r.last_heartbeat = now().steady;
+                    ++r.heartbeats;
+                }
             feed(records::Step{s, 1.0});
         }
         tick();
@@ -828,6 +835,90 @@ TEST_CASE("direct launch: a bad config, and any mpirun launch, are not started a
     mpirun.tick();
     CHECK(mpirun.asked<StartAttempt>().size() == 1);
     CHECK(mpirun.core->outcome().name == "failed_to_start");
+}
+
+// Issue 47, item 4: one hung rank on another node is killed alone, by a step of the Slurm job on
+// its node, instead of giving up the whole node.
+TEST_CASE("hung rank under direct launch: killed alone on its node through Slurm; repaired in-job; the node stays") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.silent = {kRoles[3]};  // stopped; dp2 on the same node fn2 runs on
+    h.steps(10, 30);
+    h.feed(HangReported{h.incident(kRoles[3], IncidentReason::no_heartbeat)});  // dp3 runs on fn2
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    const auto route = h.asked<KillRank>()[0].on_node;
+    REQUIRE(route.has_value());  // a task of srun's step: never kill(2) from here
+    CHECK(route->node == "fn2");
+    CHECK(route->job_id == "42");
+    CHECK(h.logged("hang_kill").at(0)["result"] == "killed");
+    CHECK(h.failures("hang_no_heartbeat").at(0)["classification"] == "process_hang");
+    CHECK(h.failures("node_silent_remote").empty());  // fn2's other rank lives: not the node's failure
+    h.lose(kRoles[3]);
+    h.run_for(milliseconds(500));
+    CHECK(h.logged("kill_confirmed").size() == 1);
+    records::Recovery r;
+    r.failed_roles = {kRoles[3]};
+    r.replacement = "hot";
+    r.total_ms = 42;
+    h.feed(RecoveryRecord{r, r.to_json()});
+    CHECK(h.said("RECOVERED tier 1: dp3.tp0.pp0 -> hot"));
+    CHECK(h.asked<Drain>().empty());  // the hung process was the fault, not fn2
+    CHECK(h.asked<SignalJob>().empty());
+    CHECK(h.core->phase() == JobPhase::running);
+    CHECK(h.asked<StartAttempt>().size() == 1);
+    // A rank of another node is a task of the step too (slurmstepd's child, not the launcher's).
+    h.steps(30, 35);
+    h.feed(HangReported{h.incident(kRoles[0], IncidentReason::no_heartbeat)});
+    REQUIRE(h.asked<KillRank>().size() == 2);
+    REQUIRE(h.asked<KillRank>()[1].on_node.has_value());
+    CHECK(h.asked<KillRank>()[1].on_node->node == "fn1");
+}
+
+TEST_CASE("hung rank under mpirun in Slurm: kill(2) on this host, a step of the job on another node") {
+    LaunchPlan plan = plan_of(2, "", true);
+    plan.local_host = "fn1";
+    Harness h(std::move(plan));
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.feed(HangReported{h.incident(kRoles[1], IncidentReason::no_heartbeat)});  // fn1: mpirun's child
+    h.feed(HangReported{h.incident(kRoles[2], IncidentReason::no_heartbeat)});  // fn2: prted's child
+    const auto kills = h.asked<KillRank>();
+    REQUIRE(kills.size() == 2);
+    CHECK_FALSE(kills[0].on_node.has_value());
+    REQUIRE(kills[1].on_node.has_value());
+    CHECK(kills[1].on_node->node == "fn2");
+    CHECK(h.failures("node_silent_remote").empty());
+    CHECK(h.asked<Drain>().empty());
+}
+
+TEST_CASE("hung rank whose node's other ranks are silent too: its node is not asked, it goes as a whole") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.silent = {kRoles[2], kRoles[3]};  // fn2 frozen: neither of its ranks sends anything
+    h.steps(10, 30);
+    h.advance(milliseconds(1000));
+    h.tick();
+    h.feed(HangReported{h.incident(kRoles[3], IncidentReason::no_heartbeat)});
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    CHECK_FALSE(h.asked<KillRank>()[0].on_node.has_value());  // the shell answers `remote`
+}
+
+TEST_CASE("hung rank whose node does not answer the kill: the node goes; its next hung rank is not tried there") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    // srun could not start the kill on fn2 (frozen, dead): the shell answers `remote`.
+    h.feed(RankHung{h.incident(kRoles[3], IncidentReason::no_heartbeat), KillOutcome::remote, h.now().wall});
+    CHECK(h.failures("node_silent_remote").at(0)["node"] == "fn2");
+    h.feed(HangReported{h.incident(kRoles[2], IncidentReason::no_heartbeat)});
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    CHECK_FALSE(h.asked<KillRank>()[0].on_node.has_value());  // lost: no step starts there
 }
 
 // Issue 46, 1: every rank's ending_job was acknowledged and every connection closed within
@@ -1598,7 +1689,7 @@ TEST_CASE("effect order: first in, first out; a result's effects queue behind th
     EffectQueue q;
     RankIncident incident;
     incident.role = "dp0.tp0.pp0";
-    q.push({Say{"a"}, KillRank{incident}, Say{"b"}});
+    q.push({Say{"a"}, KillRank{incident, std::nullopt}, Say{"b"}});
     std::vector<std::string> done;
     while (auto e = q.pop()) {
         if (const auto* s = std::get_if<Say>(&*e)) done.push_back(s->line);

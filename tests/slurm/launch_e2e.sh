@@ -28,25 +28,45 @@
 #   direct_node_freeze direct launch; a whole active node is frozen (cgroup.freeze): lost by the
 #                    node timeout (detection.node_timeout_ms), tier 1 in-job with the hot spare;
 #                    thawed once the job recovered: its rank must not come back (a zombie)
+#   node_cut         a whole active node is cut off the network (node.sh cut: its veth down, no
+#                    reset to anyone): the mpirun mode's answer, reconnected after the job
+#   direct_node_cut  direct launch; the same cut: lost by the node timeout, tier 1 in-job with the
+#                    hot spare; reconnected once the job recovered: its rank must end itself and
+#                    the node stay drained
+#   direct_spares_exhausted direct launch, 2 spare nodes: the rank of frnode3 is killed (the hot
+#                    spare takes it, tier 1), then the rank of frnode2: no hot spare is left, the
+#                    launcher starts a new srun step in the same allocation with a hot spare again
+#   rank_hang        mpirun, 2 active nodes of 2 ranks, a hot spare: one rank of frnode2 is stopped
+#                    (SIGSTOP): the launcher kills that rank alone on its node (srun --overlap,
+#                    remote_kill), the hot spare takes over in-job, frnode2 is not drained
+#   direct_rank_hang the same under direct launch. NOT in ctest: Slurm 22.05 cancels the step when
+#                    a task dies on a node where another task of the step lives (its PMIx server's
+#                    PMIX_ERR_LOST_CONNECTION reaches the plugin's error handler, which kills the
+#                    step; docs/ulfm-traps.md, trap 15): the reproducer of that wall
 # FLASHREC_E2E_HANG_MS overrides detection.hang_timeout_ms (3000), e.g. to study a stall by hand.
 source "$(dirname "$0")/lib.sh"
-mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss|direct_node_freeze> <flashrec-launch> <trainer>}
+mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|node_cut|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss|direct_node_freeze|direct_node_cut|direct_rank_hang|direct_spares_exhausted|rank_hang> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
 trainer=$(realpath "${3:?trainer executable}")
 victim=frnode3  # an active node that is not the batch host (frnode1 runs the launcher)
 steps=300
 kill_after=80   # steps completed before the failure
 
-nodes=4 spare_nodes=1 policy=shrink hot_spares=0 launch=mpirun spawn=true
-[ "$mode" = ranks_of_node_hot ] && hot_spares=1
+nodes=4 ranks_per_node=1 spare_nodes=1 policy=shrink hot_spares=0 launch=mpirun spawn=true
+[ "$mode" = ranks_of_node_hot ] || [ "$mode" = rank_hang ] && hot_spares=1
 [[ $mode == direct* ]] && launch=srun spawn=false hot_spares=1
 [ "$mode" = spares_exhausted ] && spare_nodes=0 policy=checkpoint-and-requeue
 [ "$mode" = shrink ] && spare_nodes=0
-cluster_up --nodes 5
+# Two spare nodes: the hot spare's, and a free one for the new step after the hot spare is used.
+[ "$mode" = direct_spares_exhausted ] && spare_nodes=2
+# One rank of a node stopped must not look like the whole node silent (the node timeout): two per node.
+[[ $mode == *rank_hang ]] && nodes=2 ranks_per_node=2 victim=frnode2
+spare_node=frnode$((nodes + 1))
+cluster_up --nodes $((nodes + spare_nodes))
 
 write_yaml() {  # <file> <checkpoint dir>
     cat > "$1" <<YAML
-job: {name: fr-e2e-$mode, nodes: $nodes, ranks_per_node: 1, dp: 4, spare_nodes: $spare_nodes, hot_spares: $hot_spares, steps: $steps, seed: 7}
+job: {name: fr-e2e-$mode, nodes: $nodes, ranks_per_node: $ranks_per_node, dp: 4, spare_nodes: $spare_nodes, hot_spares: $hot_spares, steps: $steps, seed: 7}
 launch: {program: $trainer}
 trainer: {model: {input: 16, hidden: 32, output: 4}, batch_per_rank: 8, lr: 0.01, log_every: 100}
 detection: {hang_timeout_ms: ${FLASHREC_E2E_HANG_MS:-3000}}
@@ -54,6 +74,14 @@ checkpoint: {dir: $2, every_steps: 50}
 slurm: {when_spares_exhausted: $policy, launch: $launch}
 recovery: {spawn: $spawn}
 YAML
+}
+
+trainer_ranks_on() {  # <node>: the trainer processes in the node's cgroup
+    local pid
+    for pid in $(cat "$(source "$TC/common.sh" && frs_cgroup_root)/$1/cgroup.procs" 2>/dev/null); do
+        [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$(basename "$trainer" | cut -c1-15)" ] && echo "$pid"
+    done
+    return 0
 }
 
 # The failure-free reference: the same job on this machine (roles on virtual nodes; the result
@@ -103,12 +131,17 @@ case $mode in
     node_freeze | direct_node_freeze)
         "$TC/node.sh" freeze "$victim" >/dev/null
         say "FROZE node $victim (every process on it stopped)" ;;
-    ranks_of_node | ranks_of_node_hot | direct_ranks_of_node_hot)
-        cg=$(source "$TC/common.sh" && frs_cgroup_root)/$victim
-        ranks=()
-        for pid in $(cat "$cg/cgroup.procs"); do
-            [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$(basename "$trainer" | cut -c1-15)" ] && ranks+=("$pid")
-        done
+    node_cut | direct_node_cut)
+        "$TC/node.sh" cut "$victim" >/dev/null
+        say "CUT node $victim off the network (its veth down; its processes run on)" ;;
+    rank_hang | direct_rank_hang)
+        mapfile -t ranks < <(trainer_ranks_on "$victim")
+        ((${#ranks[@]} == 2)) || fail "expected 2 trainer ranks on $victim, found ${#ranks[@]}"
+        hung=${ranks[0]}
+        kill -STOP "$hung"
+        say "STOPPED one trainer rank on $victim (pid $hung; the other, ${ranks[1]}, runs on)" ;;
+    ranks_of_node | ranks_of_node_hot | direct_ranks_of_node_hot | direct_spares_exhausted)
+        mapfile -t ranks < <(trainer_ranks_on "$victim")
         ((${#ranks[@]} > 0)) || fail "no trainer rank found on $victim"
         kill -KILL "${ranks[@]}"
         say "KILLED the ${#ranks[@]} trainer rank(s) on $victim (pids ${ranks[*]}); its PRRTE daemon lives" ;;
@@ -118,14 +151,40 @@ esac
 if [ "$mode" = spares_exhausted ]; then
     wait_until 90 "job $job requeued and started again" release_requeued "$job"
 fi
-if [ "$mode" = direct_node_freeze ]; then
+if [ "$mode" = direct_node_freeze ] || [ "$mode" = direct_node_cut ]; then
     recovered() { grep -aq 'RECOVERED tier' "$out"; }
     wait_until 60 "job $job recovered in-job" recovered
-    "$TC/node.sh" thaw "$victim" >/dev/null
-    say "THAWED node $victim after the recovery"
+    if [ "$mode" = direct_node_freeze ]; then
+        "$TC/node.sh" thaw "$victim" >/dev/null
+        say "THAWED node $victim after the recovery"
+    else
+        "$TC/node.sh" reconnect "$victim" >/dev/null
+        say "RECONNECTED node $victim after the recovery"
+        # Its rank ran on through the cut: once it hears again that it was declared lost, it ends.
+        no_rank_left() { [ -z "$(trainer_ranks_on "$victim")" ]; }
+        wait_until 60 "the reconnected node's rank ended" no_rank_left
+        say "the rank of the reconnected $victim ended (it does not rejoin)"
+    fi
+fi
+if [ "$mode" = direct_spares_exhausted ]; then
+    # The hot spare took frnode3's role; the next death finds no spare: the ranks end the step
+    # (exit 77) and the launcher starts a new step in the same allocation.
+    recovered() { grep -aq 'RECOVERED tier' "$out"; }
+    wait_until 60 "job $job recovered in-job" recovered
+    second=frnode2
+    mapfile -t ranks < <(trainer_ranks_on "$second")
+    ((${#ranks[@]} > 0)) || fail "no trainer rank found on $second"
+    kill -KILL "${ranks[@]}"
+    say "KILLED the trainer rank(s) on $second (pids ${ranks[*]}), no hot spare left"
+fi
+if [[ $mode == *rank_hang ]]; then
+    killed() { ! kill -0 "$hung" 2>/dev/null; }
+    wait_until 60 "the stopped rank $hung killed" killed
+    say "the stopped rank (pid $hung) is gone; $victim's other rank: $(trainer_ranks_on "$victim" | tr '\n' ' ')"
 fi
 wait_until 150 "job $job finished" job_done "$job"
 [ "$mode" = node_freeze ] && "$TC/node.sh" thaw "$victim" >/dev/null
+[ "$mode" = node_cut ] && "$TC/node.sh" reconnect "$victim" >/dev/null
 say "job $job: $(job_state "$job")"
 grep -av '^step \|flashrec-launch: step \|checkpoint: step ' "$out" | sed 's/^/  | /'
 [ "$(job_state "$job")" = COMPLETED ] || fail "job $job ended $(job_state "$job")"
@@ -153,21 +212,27 @@ PY
     exit 0
 fi
 reason=$(timeout 10 sinfo -h -R -n "$victim" -o '%E')
-say "drained: $victim: \"$reason\" (sinfo -R)"
-[[ $reason == "flashrec: "*" at step "* ]] || fail "$victim is not drained with flashrec's reason"
+if [[ $mode == *rank_hang ]]; then
+    [[ $reason != flashrec:* ]] || fail "$victim was drained (\"$reason\"), though only one of its ranks hung"
+    say "not drained: $victim (sinfo -R: \"$reason\")"
+else
+    say "drained: $victim: \"$reason\" (sinfo -R)"
+    [[ $reason == "flashrec: "*" at step "* ]] || fail "$victim is not drained with flashrec's reason"
+fi
 
 # What the launcher recorded: where the ranks went, and when training resumed.
 # (Its output is kept so that a failed assertion can be named in the last line of the test.)
-checked=$(python3 - "$events" "$kill_ms" "$mode" "$victim" 2>&1 <<'PY'
+checked=$(python3 - "$events" "$kill_ms" "$mode" "$victim" "$spare_node" 2>&1 <<'PY'
 import json, sys
-events, kill_ms, mode, victim = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+events, kill_ms, mode, victim, spare_node = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 recs = [json.loads(line) for line in open(events)]
 def ts_ms(r):
     from datetime import datetime
     return datetime.strptime(r["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=__import__("datetime").timezone.utc).timestamp() * 1000
 moves = [(r["from"], r["to"]) for r in recs if r["event"] == "role_moved"]
 drained = sorted({r["node"] for r in recs if r["event"] == "node_drained"})
-assert drained == [victim], f"drained {drained}, expected only {victim}"
+expected_drained = [] if mode.endswith("rank_hang") else ["frnode2", "frnode3"] if mode == "direct_spares_exhausted" else [victim]
+assert drained == expected_drained, f"drained {drained}, expected {expected_drained}"
 relayouts = [r for r in recs if r["event"] == "relayout"]
 retried = {r["attempt"] for r in recs if r["event"] == "start_retried"}  # never ran the job
 launches = [r for r in recs if r["event"] == "launch" and r["attempt"] not in retried]
@@ -175,6 +240,20 @@ for r in relayouts:
     print(f"relayout: bad {r['bad_nodes']} -> nodes {r['nodes']}, replaced {r['replaced']}, doubled up {r['doubled_up']}")
 for f, t in moves:
     print(f"role moved: {f} -> {t}")
+if mode == "direct_spares_exhausted":
+    assert len(launches) == 2, f"{len(launches)} MPI jobs, expected the first and one new step"
+    assert all(l["command"][:2] == ["srun", "--mpi=pmix"] for l in launches), "a start was not srun --mpi=pmix"
+    first = [r for r in recs if r["event"] == "recovery"]
+    assert first and first[0]["tier"] == 1 and first[0]["replacement"] == "hot", "the first death was not repaired by the hot spare"
+    assert sorted(drained) == ["frnode2", "frnode3"], f"drained {drained}"
+    second = launches[1]
+    spares = [p for p in second.get("processes", []) if p.get("spare")] if isinstance(second.get("processes"), list) else None
+    print(f"1st death: tier 1 (hot) in {first[0]['total_ms']:.0f} ms; 2nd death: new step #{second['attempt']} "
+          f"({' '.join(second['command'][:8])} ...), nodes {second.get('nodes')}; relayouts {[(r['bad_nodes'], r['nodes']) for r in relayouts]}")
+    for r in recs:
+        if r["event"] in ("warm_relaunch", "cold_restart", "restart") and "outcome" in r:
+            print(f"{r['event']}: {r.get('outcome')}, total {r.get('total_ms')} ms")
+    sys.exit(0)
 if mode == "spares_exhausted":
     req = [r for r in recs if r["event"] == "checkpoint_for_requeue"]
     assert req, "no checkpoint_for_requeue record"
@@ -182,7 +261,14 @@ if mode == "spares_exhausted":
     assert relayouts and relayouts[0]["doubled_up"] == [victim], "the lost node's ranks were not doubled up"
     print(f"checkpoint for requeue: step {req[0]['step']}; requeued; resumed from it")
     sys.exit(0)
-if mode == "direct_node_freeze":
+if mode.endswith("rank_hang"):
+    kills = [r for r in recs if r["event"] == "remote_kill"]
+    assert kills and kills[0]["node"] == victim and kills[0]["result"] == "killed", f"remote kills: {kills}"
+    assert not [r for r in recs if r["event"] == "node_lost"], "a node was declared lost"
+    hang = [r for r in recs if r["event"] == "hang_kill"]
+    print(f"remote_kill: {kills[0]['role']} (pid {kills[0]['pid']}) on {kills[0]['node']}: {kills[0]['result']} "
+          f"in {kills[0]['ms']:.0f} ms (srun --overlap); hang seen after {hang[0]['detection_latency_ms']} ms")
+if mode in ("direct_node_freeze", "direct_node_cut"):
     lost = [r for r in recs if r["event"] == "node_lost" and r.get("node") == victim]
     assert lost, f"no node_lost record for {victim}"
     print(f"node_lost: {victim}, roles {lost[0]['roles']}, silent {lost[0]['silent_ms']} ms "
@@ -194,8 +280,8 @@ if mode == "shrink":
     assert relayouts and relayouts[0]["doubled_up"] == [victim], "the lost node's ranks were not doubled up"
     assert victim not in relayouts[0]["nodes"] and len(relayouts[0]["nodes"]) == 3, f"relaunch nodes {relayouts[0]['nodes']}"
 else:
-    took_over = ("frnode5" in (final_nodes or [])) or (victim, "frnode5") in moves
-    assert took_over, f"the spare node frnode5 did not take {victim}'s ranks (launch nodes {final_nodes}, moves {moves})"
+    took_over = (spare_node in (final_nodes or [])) or (victim, spare_node) in moves
+    assert took_over, f"the spare node {spare_node} did not take {victim}'s ranks (launch nodes {final_nodes}, moves {moves})"
 relaunch = [r for r in recs if r["event"] == "warm_relaunch" and r.get("outcome") == "resumed"]
 recovery = [r for r in recs if r["event"] == "recovery"]
 if relaunch:
@@ -209,7 +295,8 @@ if relaunch:
           f"(tier 2, warm relaunch; {r['steps_replayed']} step(s) replayed)")
 elif recovery:
     r = recovery[0]
-    if mode in ("ranks_of_node_hot", "direct_ranks_of_node_hot", "direct_node_loss", "direct_node_freeze"):
+    if mode in ("ranks_of_node_hot", "direct_ranks_of_node_hot", "direct_node_loss", "direct_node_freeze",
+                "direct_node_cut", "direct_rank_hang", "rank_hang"):
         assert r["tier"] == 1 and r["replacement"] == "hot", f"expected a tier-1 hot-spare recovery, got {r['replacement']}"
     print(f"tier {r['tier']} in-job recovery ({r['replacement']}) in {r['total_ms']:.0f} ms: " +
           ", ".join(f"{k} {v:.0f}" for k, v in r["phases_ms"].items()))

@@ -82,6 +82,10 @@ on_exit() {
             grep -v 'pmix\|MPI: Cannot create context' "$f" | tail -n 20 >&2
         done
     fi
+    # FLASHREC_E2E_KEEP=<dir>: keep the job's event logs and output there (figures by hand).
+    if [ -n "${FLASHREC_E2E_KEEP:-}" ] && [ -n "${FRS_JOB_DIR:-}" ]; then
+        mkdir -p "$FLASHREC_E2E_KEEP" && cp -a "$FRS_JOB_DIR"/. "$FLASHREC_E2E_KEEP"/ 2>/dev/null || true
+    fi
     [ -n "${FRS_JOB_DIR:-}" ] && rm -rf "$FRS_JOB_DIR"
     if ! timeout 60 "$TC/down.sh"; then
         echo "FAIL: down.sh could not tear the cluster down" >&2

@@ -3,7 +3,11 @@
 // active and spare nodes, drain reasons and command lines, and the subprocess runner.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <thread>
 
 #include <algorithm>
 #include <chrono>
@@ -136,6 +140,45 @@ TEST_CASE("drain, resume and requeue command lines") {
                                                          "--nodelist=node07", "--quiet", "true"});
     CHECK_THROWS_AS(fs::probe_command("4711", "node[1-2]"), fs::SlurmError);
     CHECK_THROWS_AS(fs::probe_command("--all", "node07"), fs::SlurmError);
+}
+
+TEST_CASE("kill_task_command: a step of the job on one node that kills one pid, only a process of the job") {
+    const Strings argv = fs::kill_task_command("4711", "node07", 1234);
+    REQUIRE(argv.size() == 13);
+    CHECK(Strings(argv.begin(), argv.begin() + 8) == Strings{"srun", "--jobid=4711", "--overlap", "--nodes=1", "--ntasks=1",
+                                                            "--nodelist=node07", "--quiet", "/bin/sh"});
+    CHECK(argv[11] == "1234");
+    CHECK(argv[12] == "4711");
+    CHECK_THROWS_AS(fs::kill_task_command("4711", "node[1-2]", 1234), fs::SlurmError);
+    CHECK_THROWS_AS(fs::kill_task_command("4711", "node07", 1), fs::SlurmError);
+    CHECK_THROWS_AS(fs::kill_task_command("--all", "node07", 1234), fs::SlurmError);
+
+    // The script srun runs there, run here (what srun adds is Slurm's; the decision is the script's):
+    // a process with the job's SLURM_JOB_ID is killed, one of another job is left alone, a pid that
+    // is gone says so.
+    const auto script = [&](int pid, const std::string& job) {
+        const Strings a = fs::kill_task_command(job, "node07", pid);
+        return fs::run_command(Strings(a.begin() + 7, a.end()), 5s).exit_code;
+    };
+    const auto start_sleeper = [](const char* job_id) {
+        const pid_t child = ::fork();
+        if (child == 0) {
+            ::setenv("SLURM_JOB_ID", job_id, 1);
+            ::execlp("sleep", "sleep", "30", static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+        std::this_thread::sleep_for(200ms);  // past the exec: its environment is sleep's
+        return child;
+    };
+    const pid_t ours = start_sleeper("4711"), theirs = start_sleeper("4712");
+    CHECK(script(theirs, "4711") == fs::kTaskNotOfJob);
+    CHECK(script(ours, "4711") == fs::kTaskKilled);
+    int status = 0;
+    REQUIRE(::waitpid(ours, &status, 0) == ours);
+    CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+    CHECK(script(ours, "4711") == fs::kTaskGone);  // reaped: no such process
+    ::kill(theirs, SIGKILL);
+    ::waitpid(theirs, &status, 0);
 }
 
 TEST_CASE("unreachable_nodes: a node whose probe fails or does not end in time, a bounded number at once") {

@@ -477,7 +477,7 @@ TEST_CASE("slurm.launch: mpirun by default; srun (direct launch) only without sp
     CHECK(flashrec::config::parse("job:\n  name: t\n", "train.yaml").slurm.launch == "mpirun");
     const auto direct = flashrec::config::parse("slurm:\n  launch: srun\nrecovery:\n  spawn: false\n", "train.yaml");
     CHECK(direct.slurm.launch == "srun");
-    check_error("slurm:\n  launch: direct\n", 2, "slurm.launch", "must be one of mpirun, srun; got 'direct'");
+    check_error("slurm:\n  launch: direct\n", 2, "slurm.launch", "must be one of mpirun, srun, auto; got 'direct'");
     // recovery.spawn defaults to true: refused at the line of slurm.launch, saying what to set.
     check_error("slurm:\n  launch: srun\n", 2, "slurm.launch", "set recovery.spawn: false");
 }
@@ -598,4 +598,20 @@ TEST_CASE("recovery.nccl_repair: auto (the default), shrink_grow or reinit; anyt
     CHECK(config::parse("recovery:\n  nccl_repair: reinit\n", "t").recovery.nccl_repair == "reinit");
     CHECK(config::parse("recovery:\n  nccl_repair: shrink_grow\n", "t").recovery.nccl_repair == "shrink_grow");
     check_error("recovery:\n  max_epochs: 3\n  nccl_repair: grow\n", 3, "recovery.nccl_repair", "must be one of");
+}
+
+TEST_CASE("slurm.launch: srun is direct launch; auto only where nothing needs mpirun") {
+    config::Config c;
+    CHECK_FALSE(config::direct_launch_chosen(c));  // mpirun, the default
+    c.slurm.launch = "srun";
+    CHECK(config::direct_launch_chosen(c));
+    c.slurm.launch = "auto";
+    CHECK_FALSE(config::direct_launch_chosen(c));  // recovery.spawn defaults to true
+    c.recovery.spawn = false;
+    CHECK(config::direct_launch_chosen(c));
+    c.job.ranks_per_node = 2;  // a rank's death would end the step (ulfm-traps.md, trap 16)
+    CHECK_FALSE(config::direct_launch_chosen(c));
+    c.job.ranks_per_node = 1;
+    c.launch.mpirun_args = {"--bind-to", "core"};  // mpirun's own flags, which srun would drop
+    CHECK_FALSE(config::direct_launch_chosen(c));
 }

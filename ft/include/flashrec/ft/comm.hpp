@@ -19,6 +19,8 @@ public:
     static Comm adopt(MPI_Comm handle, std::string name);
     // A duplicate of MPI_COMM_WORLD, the usual start of `universe`.
     static Comm dup_world(std::string name);
+    // A duplicate of MPI_COMM_SELF: a group of one, made without a message to anyone.
+    static Comm dup_self(std::string name);
 
     Comm(Comm&& other) noexcept;
     Comm& operator=(Comm&& other) noexcept;

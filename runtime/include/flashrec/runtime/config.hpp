@@ -123,6 +123,8 @@ struct Slurm {
     // Who starts the ranks inside an allocation: mpirun (PRRTE's daemons) or srun (direct
     // launch: every rank and hot spare a task of one `srun --mpi=pmix` step; docs/slurm.md,
     // "Direct launch"). srun needs recovery.spawn: false (no MPI_Comm_spawn without PRRTE).
+    // auto: srun when recovery.spawn is false, launch.mpirun_args is empty and
+    // job.ranks_per_node is 1, else mpirun (direct_launch_chosen).
     std::string launch = "mpirun";
 };
 
@@ -192,5 +194,11 @@ Fault parse_fault(const std::string& spec, const std::string& where);
 void validate_fault(const Fault& fault, const Job& job, const std::string& where, const Protection& protection = {});
 std::string to_string(Phase p);
 std::string to_string(Action a);
+
+// slurm.launch resolved for a start inside an allocation: true = direct launch (srun). `auto`
+// takes it where nothing the config asks for needs mpirun: no spawned spares (MPI_Comm_spawn has
+// no server under srun), no launch.mpirun_args (mpirun's own flags, which srun would drop), and
+// one rank per node (with two, Slurm 22.05 ends the step at a rank's death: ulfm-traps.md, trap 16).
+bool direct_launch_chosen(const Config& config);
 
 }  // namespace flashrec::config

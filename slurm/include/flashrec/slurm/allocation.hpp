@@ -71,6 +71,27 @@ inline constexpr std::size_t kProbesAtOnce = 32;
 std::vector<std::string> unreachable_nodes(const std::string& job_id, const std::vector<std::string>& nodes,
                                            std::chrono::milliseconds timeout, std::size_t at_once = kProbesAtOnce);
 
+// --- one process of the job on another node ----------------------------------------------
+
+// {"srun", "--jobid=<job>", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=<node>", "--quiet",
+// "/bin/sh", "-c", <script>, "flashrec-kill-task", "<pid>", "<job>"}: a step of the job on `node` that
+// sends SIGKILL to `pid` there, but only when that process belongs to this Slurm job (its
+// environment holds SLURM_JOB_ID=<job>): a rank names its own pid in its HELLO, and this must not
+// become a way to kill anything else of the user's on that node. Exit codes: kTaskKilled,
+// kTaskGone (no such process), kTaskNotOfJob (a process of something else: left alone).
+std::vector<std::string> kill_task_command(const std::string& job_id, const std::string& node, int pid);
+inline constexpr int kTaskKilled = 0;
+inline constexpr int kTaskGone = 3;
+inline constexpr int kTaskNotOfJob = 4;
+
+enum class TaskKill { killed, gone, not_of_job, unreachable };
+std::string_view to_string(TaskKill result);
+
+// Runs kill_task_command: `unreachable` when srun failed or did not end within `timeout` (the
+// node's slurmd is gone or frozen; Slurm refused the step). Throws SlurmError when Slurm is not
+// usable here (no config, no srun).
+TaskKill kill_task(const std::string& job_id, const std::string& node, int pid, std::chrono::milliseconds timeout);
+
 // --- drain and requeue ---------------------------------------------------------------------
 
 inline constexpr std::string_view default_reason_template = "flashrec: {classification} at step {step}";
