@@ -470,6 +470,13 @@ struct Table<launcher::NodeDrained> {
         FieldSpec{"node", &R::node}, FieldSpec{"reason", &R::reason}};
 };
 template <>
+struct Table<launcher::RemoteKill> {
+    using R = launcher::RemoteKill;
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"role", &R::role}, FieldSpec{"pid", &R::pid}, FieldSpec{"node", &R::node},
+        FieldSpec{"result", &R::result}, FieldSpec{"ms", &R::ms}, FieldSpec{"error", &R::error, kOptional}};
+};
+template <>
 struct Table<launcher::DrainFailed> {
     using R = launcher::DrainFailed;
     static constexpr auto fields = std::tuple{
@@ -560,6 +567,7 @@ nlohmann::json AttemptTornDown::to_json() const { return write(*this); }
 nlohmann::json AllocationUnknown::to_json() const { return write(*this); }
 nlohmann::json NodeCheck::to_json() const { return write(*this); }
 nlohmann::json NodeDrained::to_json() const { return write(*this); }
+nlohmann::json RemoteKill::to_json() const { return write(*this); }
 nlohmann::json DrainFailed::to_json() const { return write(*this); }
 nlohmann::json Requeue::to_json() const { return write(*this); }
 nlohmann::json RequeueFailed::to_json() const { return write(*this); }

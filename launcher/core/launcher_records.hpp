@@ -601,6 +601,17 @@ struct NodeDrained {
     std::string reason;
 };
 
+// A hung rank on another node killed there alone, through a step of the job (slurm::kill_task).
+struct RemoteKill {
+    FLASHREC_LAUNCHER_RECORD("remote_kill");
+    std::string role;
+    int pid = 0;
+    std::string node;
+    std::string result;  // slurm::to_string(TaskKill): killed, gone, not_of_job, unreachable
+    double ms = 0;       // srun's time
+    std::optional<std::string> error;  // Slurm not usable here
+};
+
 struct DrainFailed {
     FLASHREC_LAUNCHER_RECORD("drain_failed");
     std::string node;

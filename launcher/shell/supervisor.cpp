@@ -358,12 +358,9 @@ KillOutcome Supervisor::kill_on_node(const RankIncident& incident, const KillOnN
     } catch (const std::exception& e) {
         error = e.what();
     }
-    log("remote_kill", {{"role", incident.role},
-                        {"pid", incident.pid},
-                        {"node", where.node},
-                        {"result", slurm::to_string(result)},
-                        {"ms", std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count()},
-                        {"error", error}});
+    log(RemoteKill{incident.role, incident.pid, where.node, std::string(slurm::to_string(result)),
+                   std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count(),
+                   error.empty() ? std::nullopt : std::optional<std::string>(error)});
     switch (result) {
         case slurm::TaskKill::killed: return KillOutcome::killed;
         case slurm::TaskKill::gone: return KillOutcome::gone;
