@@ -27,7 +27,7 @@ Direct launch (--launch srun, issue 47): each case is one `srun --mpi=pmix --no-
 --kill-on-bad-exit=0 --overlap` step instead of an mpirun, inside a Slurm allocation, with the
 environment flashrec-launch gives its tasks under `slurm.launch: srun` (launcher/core/
 direct_launch.cpp: tools/fr-mpirun's flags for the transport as OMPI_MCA_* variables,
-OPAL_PREFIX, FLASHREC_DIRECT_LAUNCH=1; the program is linked to libflashrec, whose
+OPAL_PREFIX, FLASHREC_DIRECT_LAUNCH=1, SLURM_PMIX_FENCE=ring; the program is linked to libflashrec, whose
 PMIx_Notify_event keeps ULFM's failure event out of Slurm, docs/ulfm-traps.md trap 15).
 --srun-args places the tasks (e.g. "-N3 --ntasks-per-node 1"). There is no PRRTE, so no exit
 notice: a death is seen by ULFM itself (a closed TCP connection) or, with --control-plane, by the
@@ -151,7 +151,8 @@ def direct_environment(transport):
             i += 1
         else:
             raise SystemExit(f"conformance.py: fr-mpirun's flag {flag!r} has no environment form for srun's tasks")
-    env.update(OPAL_PREFIX=prefix, FLASHREC_DIRECT_LAUNCH="1")
+    # Both of MPI_Init's fences on Slurm's ring, as the launcher sets it (docs/ulfm-traps.md trap 16).
+    env.update(OPAL_PREFIX=prefix, FLASHREC_DIRECT_LAUNCH="1", SLURM_PMIX_FENCE="ring")
     env["LD_LIBRARY_PATH"] = os.path.join(prefix, "lib") + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
     return env
 
