@@ -37,8 +37,8 @@ echo "conformance exit: \$?"
 JOB
 chmod +x "$FRS_JOB_DIR/job.sh"
 
-say "sbatch --no-kill -N3"
-job=$(timeout 10 sbatch --parsable --no-kill -N3 -t 40 -J fr-conformance-direct -o "$FRS_JOB_DIR/%x-%j.out" "$FRS_JOB_DIR/job.sh")
+say "sbatch --no-kill -N3 --ntasks-per-node=2 (srun steps must fit the allocation, unlike mpirun)"
+job=$(timeout 10 sbatch --parsable --no-kill -N3 --ntasks-per-node=2 -t 40 -J fr-conformance-direct -o "$FRS_JOB_DIR/%x-%j.out" "$FRS_JOB_DIR/job.sh")
 wait_until 2400 "job $job finished" job_done "$job"
 out="$FRS_JOB_DIR/fr-conformance-direct-$job.out"
 cat "$out"
