@@ -2,7 +2,10 @@
 """The ULFM conformance set across the test cluster's nodes, direct launch beside mpirun (issue 47
 item 6): one row per transport x death kind x operation, each mode's outcome and detection ms.
 
-  conformance_table.py DIR
+  conformance_table.py DIR [--by-kind]
+
+--by-kind: one row per transport x kind, the operations folded: how many passed, the outcomes,
+and the detection ms over all of them (min-max).
 
 DIR holds the --json files of tests/ulfm/conformance.py that the two cluster tests leave there
 when FLASHREC_CONFORMANCE_JSON_DIR=DIR is set:
@@ -28,14 +31,43 @@ def cell(c):
     return ("" if c["passed"] else "**FAIL** ") + c["outcome"], c["detection_ms"]
 
 
+def folded(cases):
+    """passed/total, outcomes and the detection range of some cases of one mode."""
+    if not cases:
+        return "not run", "-"
+    passed = sum(c["passed"] for c in cases)
+    # "repaired (PROC_FAILED)" and "repaired (PROC_FAILED/REVOKED)" are one outcome here
+    outcomes = "; ".join(sorted({c["outcome"].split(" (")[0] if c["passed"] else c["outcome"] for c in cases}))
+    ms = []
+    for c in cases:
+        if c["detection_ms"] != "-":
+            ms += [float(x) for x in c["detection_ms"].split("-")]
+    span = f"{min(ms):.0f}-{max(ms):.0f}" if ms else "-"
+    return f"{passed}/{len(cases)} {outcomes}", span
+
+
 def main():
-    d = sys.argv[1] if len(sys.argv) > 1 else "."
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    by_kind = "--by-kind" in sys.argv
+    d = args[0] if args else "."
     for placement, title in (("1", "3 processes, one a node"), ("2", "4 processes, two a node")):
         mpirun, srun = load(os.path.join(d, f"mpirun-{placement}.json")), load(os.path.join(d, f"direct-{placement}.json"))
         keys = sorted(set(mpirun) | set(srun), key=lambda k: (k[0], k[1], k[2]))
         if not keys:
             continue
         print(f"\n{title}\n")
+        if by_kind:
+            print("| transport | kind | ops | mpirun | detect ms | srun (direct) | detect ms |")
+            print("| --- | --- | --- | --- | ---: | --- | ---: |")
+            for transport, kind in sorted({(k[0], k[1]) for k in keys}):
+                ops = sorted({k[2] for k in keys if k[:2] == (transport, kind)})
+                mo, md = folded([c for k, c in mpirun.items() if k[:2] == (transport, kind)])
+                so, sd = folded([c for k, c in srun.items() if k[:2] == (transport, kind)])
+                print(f"| {transport} | {kind} | {','.join(ops)} | {mo} | {md} | {so} | {sd} |")
+            for name, cases in (("mpirun", mpirun), ("srun", srun)):
+                print(f"\n{name}: {len(cases)} cases, {sum(not c['passed'] for c in cases.values())} failed", end="")
+            print()
+            continue
         print("| transport | kind | op | mpirun | detect ms | srun (direct) | detect ms |")
         print("| --- | --- | --- | --- | ---: | --- | ---: |")
         for k in keys:
