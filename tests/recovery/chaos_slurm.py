@@ -338,6 +338,25 @@ class SlurmChaos:
         return name, verdict, output, seconds
 
 
+def print_table(results):
+    """The soak table of a --results file: verdicts by category and launch, and the in-job check."""
+    trials = [json.loads(line) for line in open(results) if line.strip()]
+    rows = {}
+    for t in trials:
+        rows.setdefault((t.get("launch", "mpirun"), t["category"]), []).append(t)
+    print(f"{'launch':<7} {'category':<26}" + "".join(f"{k:>17}" for k in VERDICTS) + f"{'s/trial':>9}"
+          + f"{'hot: in-job':>13}")
+    for (launch, category), ts in sorted(rows.items()):
+        counts = [sum(t["verdict"] == k for t in ts) for k in VERDICTS]
+        hot = [t for t in ts if t.get("must_be_in_job")]
+        in_job = sum(t.get("warm_relaunches") == 0 and (t.get("hot_spares_used") or 0) >= 1 for t in hot)
+        print(f"{launch:<7} {category:<26}" + "".join(f"{v:>17}" for v in counts)
+              + f"{sum(t['seconds'] for t in ts) / len(ts):>9.1f}" + f"{f'{in_job}/{len(hot)}':>13}")
+    bad = sum(t["verdict"] not in ("identical", "clean refusal") for t in trials)
+    print(f"{len(trials)} trials, {len(trials) - bad} passed, {bad} failed")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--launcher", required=True)
@@ -355,7 +374,11 @@ def main():
     ap.add_argument("--keep-all", action="store_true", help="with --keep-failed: every trial's, passed or not")
     ap.add_argument("--launch", choices=["mpirun", "srun"], default="mpirun",
                     help="slurm.launch of every trial's train.yaml (srun: direct launch, issue 47)")
+    ap.add_argument("--table", metavar="RESULTS",
+                    help="only print the soak table of a --results file (trials of several runs, or of a run cut short)")
     a = ap.parse_args()
+    if a.table:
+        return print_table(a.table)
     if os.geteuid() != 0:
         print("SKIP: the Slurm test cluster needs root")
         return 77
