@@ -475,6 +475,14 @@ Controller::Impl::Impl(ControllerOptions opts)
 Controller::Impl::~Impl() {
     io.stop();
     if (thread.joinable()) thread.join();
+    if (liveness) {  // what the node timeout had to judge: each node's longest silence
+        nlohmann::json nodes = nlohmann::json::array();
+        for (const auto& [node, silence] : liveness->silences())
+            nodes.push_back({{"node", node}, {"longest_silence_ms", silence.longest.count()}, {"heartbeats", silence.heartbeats}});
+        log("node_silence", {{"node_timeout_ms", options.node_timeout.count()},
+                             {"heartbeat_ms", options.heartbeat_period.count()},
+                             {"nodes", nodes}});
+    }
     // Sessions still queued in handlers are destroyed with io, which is destroyed last.
 }
 

@@ -50,6 +50,11 @@ DirectLaunch::DirectLaunch(const std::vector<std::string>& mpirun_flags, std::st
     if (!mpi_prefix.empty()) variables_.emplace_back("OPAL_PREFIX", mpi_prefix);
     variables_.emplace_back("SLURM_HOSTFILE", std::move(hostfile));
     variables_.emplace_back(ft::env::kDirectLaunch, "1");
+    // Slurm's pmix plugin runs MPI_Init's modex fence (with data) on its ring and the closing
+    // barrier (no data) on its tree; with the tree, peers left MPI_Init while the tree's root
+    // node's process still waited in the modex, and their first message killed it (SIGSEGV in
+    // ob1, 16 of 100 starts); both fences on the ring: 0 of 400 (docs/ulfm-traps.md trap 16).
+    variables_.emplace_back("SLURM_PMIX_FENCE", "ring");
 }
 
 const std::vector<std::string>& DirectLaunch::step_options() {

@@ -34,6 +34,9 @@ NodeLiveness::Heard NodeLiveness::heard(const std::string& role, Clock::time_poi
     if (it == ranks_.end()) return Heard::unknown_rank;
     Rank& rank = it->second;
     if (lost_.contains(rank.node)) return Heard::from_lost_node;
+    Silence& silence = silences_[rank.node];
+    silence.longest = std::max(silence.longest, std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard(rank.node)));
+    ++silence.heartbeats;
     rank.beats[rank.next] = now;
     rank.next = (rank.next + 1) % rank.beats.size();
     ++rank.count;

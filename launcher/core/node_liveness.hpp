@@ -42,6 +42,15 @@ public:
     std::vector<std::string> check(Clock::time_point now);
 
     bool lost(const std::string& node) const { return lost_.contains(node); }
+    // The longest silence of each node so far: the longest time between two heartbeats (or the
+    // registration and the first) of the node's ranks as this process received them, and how many
+    // heartbeats it got. A measurement for choosing detection.node_timeout_ms (bench/direct_launch/
+    // false_loss.py), logged by the controller at its end (`node_silence`).
+    struct Silence {
+        std::chrono::milliseconds longest{0};
+        std::uint64_t heartbeats = 0;
+    };
+    const std::map<std::string, Silence>& silences() const { return silences_; }
     // How many heartbeats of another node count as its keeping talking.
     int evidence() const { return evidence_; }
 
@@ -64,6 +73,7 @@ private:
     std::map<std::string, Rank> ranks_;                    // by role
     std::map<std::string, std::set<std::string>> nodes_;  // node -> roles
     std::set<std::string> lost_;
+    std::map<std::string, Silence> silences_;  // by node
     Clock::time_point last_check_{};
     bool checked_ = false;
     Clock::time_point judge_from_{};  // no judgement before this (after a gap in the checks)

@@ -87,6 +87,8 @@ TEST_CASE("a direct plan starts one srun step of every rank and hot spare, with 
     CHECK(value_of(all, "SLURM_HOSTFILE") == "/work/job.events.jsonl.hosts");
     CHECK(value_of(all, "OMPI_MCA_mpi_ft_enable") == "1");
     CHECK(value_of(all, "FLASHREC_ROLE_OF_RANK") == "0,1,2,3");
+    // Both of MPI_Init's fences on Slurm's ring (the start-up crash, docs/ulfm-traps.md trap 16).
+    CHECK(value_of(all, "SLURM_PMIX_FENCE") == "ring");
     // Where Open MPI lives, as mpirun would have told the ranks: the libmpi this test runs.
     CHECK(std::filesystem::exists(value_of(all, "OPAL_PREFIX") + "/lib"));
 }

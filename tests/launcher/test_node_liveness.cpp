@@ -144,3 +144,23 @@ TEST_CASE("ranks that left do not make their node silent; a lost node heard agai
     CHECK(z.liveness.lost("n1"));
     CHECK(z.liveness.heard("nobody", z.now) == fl::NodeLiveness::Heard::unknown_rank);
 }
+
+TEST_CASE("each node's longest silence is the longest time between its ranks' heartbeats") {
+    Scenario s(3, 2);
+    s.run(1s);  // every 100 ms
+    CHECK(s.liveness.silences().at("n0").longest == 100ms);
+    CHECK(s.liveness.silences().at("n0").heartbeats == 20);  // 2 ranks x 10 rounds
+    s.silent[1] = true;
+    s.run(700ms);  // below the node timeout: not lost, and not yet a silence anyone heard end
+    s.silent[1] = false;
+    CHECK(s.run(100ms).empty());
+    CHECK_FALSE(s.liveness.lost("n1"));
+    // The first heartbeat after the gap ends an 800 ms silence; the node's other rank beating at
+    // the same instant ends none (the node was just heard).
+    CHECK(s.liveness.silences().at("n1").longest == 800ms);
+    CHECK(s.liveness.silences().at("n0").longest == 100ms);
+    // A node that is never heard after its registration has no figure.
+    fl::NodeLiveness quiet(1000ms, 100ms);
+    quiet.watch("r", "n", Clock::time_point{} + 1h);
+    CHECK(quiet.silences().empty());
+}

