@@ -476,12 +476,10 @@ Controller::Impl::~Impl() {
     io.stop();
     if (thread.joinable()) thread.join();
     if (liveness) {  // what the node timeout had to judge: each node's longest silence
-        nlohmann::json nodes = nlohmann::json::array();
+        NodeSilence record{options.node_timeout.count(), options.heartbeat_period.count(), {}};
         for (const auto& [node, silence] : liveness->silences())
-            nodes.push_back({{"node", node}, {"longest_silence_ms", silence.longest.count()}, {"heartbeats", silence.heartbeats}});
-        log("node_silence", {{"node_timeout_ms", options.node_timeout.count()},
-                             {"heartbeat_ms", options.heartbeat_period.count()},
-                             {"nodes", nodes}});
+            record.nodes.push_back({node, silence.longest.count(), silence.heartbeats});
+        log(record);
     }
     // Sessions still queued in handlers are destroyed with io, which is destroyed last.
 }

@@ -304,6 +304,20 @@ struct Table<launcher::RankLostWithNode> {
         FieldSpec{"role", &R::role}, FieldSpec{"pid", &R::pid}, FieldSpec{"node", &R::node}};
 };
 template <>
+struct Table<launcher::NodeSilence::Node> {
+    using R = launcher::NodeSilence::Node;
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"node", &R::node}, FieldSpec{"longest_silence_ms", &R::longest_silence_ms},
+        FieldSpec{"heartbeats", &R::heartbeats}};
+};
+template <>
+struct Table<launcher::NodeSilence> {
+    using R = launcher::NodeSilence;
+    static constexpr auto fields = std::tuple{
+        FieldSpec{"node_timeout_ms", &R::node_timeout_ms}, FieldSpec{"heartbeat_ms", &R::heartbeat_ms},
+        FieldSpec{"nodes", &R::nodes}};
+};
+template <>
 struct Table<launcher::ControlPlaneListening> {
     using R = launcher::ControlPlaneListening;
     static constexpr auto fields = std::tuple{
@@ -546,6 +560,7 @@ nlohmann::json ReleasedSpareLeft::to_json() const { return write(*this); }
 nlohmann::json StallCleared::to_json() const { return write(*this); }
 nlohmann::json RankReconnected::to_json() const { return write(*this); }
 nlohmann::json RankLostWithNode::to_json() const { return write(*this); }
+nlohmann::json NodeSilence::to_json() const { return write(*this); }
 nlohmann::json ControlPlaneListening::to_json() const { return write(*this); }
 nlohmann::json ControlPlaneError::to_json() const { return write(*this); }
 nlohmann::json ConnectionDropped::to_json() const { return write(*this); }

@@ -418,6 +418,21 @@ struct ControlPlaneListening {
     std::int64_t hang_timeout_ms = 0;
 };
 
+// What the node timeout had to judge (direct launch): each node's longest heartbeat silence as
+// the controller received them, logged when it ends (bench/direct_launch/false_loss.py).
+struct NodeSilence {
+    FLASHREC_LAUNCHER_RECORD("node_silence");
+    struct Node {
+        std::string node;
+        std::int64_t longest_silence_ms = 0;
+        std::uint64_t heartbeats = 0;
+        bool operator==(const Node&) const = default;
+    };
+    std::int64_t node_timeout_ms = 0;
+    std::int64_t heartbeat_ms = 0;
+    std::vector<Node> nodes;
+};
+
 // An error on the controller's thread, or on one connection (`peer`).
 struct ControlPlaneError {
     FLASHREC_LAUNCHER_RECORD("control_plane_error");

@@ -852,12 +852,12 @@ TEST_CASE("hung rank under direct launch: killed alone on its node through Slurm
     REQUIRE(route.has_value());  // a task of srun's step: never kill(2) from here
     CHECK(route->node == "fn2");
     CHECK(route->job_id == "42");
-    CHECK(h.logged("hang_kill").at(0)["result"] == "killed");
-    CHECK(h.failures("hang_no_heartbeat").at(0)["classification"] == "process_hang");
+    CHECK(h.logged<HangKill>().at(0).result == "killed");
+    CHECK(h.failures("hang_no_heartbeat").at(0).classification == "process_hang");
     CHECK(h.failures("node_silent_remote").empty());  // fn2's other rank lives: not the node's failure
     h.lose(kRoles[3]);
     h.run_for(milliseconds(500));
-    CHECK(h.logged("kill_confirmed").size() == 1);
+    CHECK(h.logged<KillConfirmed>().size() == 1);
     records::Recovery r;
     r.failed_roles = {kRoles[3]};
     r.replacement = "hot";
@@ -915,7 +915,7 @@ TEST_CASE("hung rank whose node does not answer the kill: the node goes; its nex
     h.steps(0, 10);
     // srun could not start the kill on fn2 (frozen, dead): the shell answers `remote`.
     h.feed(RankHung{h.incident(kRoles[3], IncidentReason::no_heartbeat), KillOutcome::remote, h.now().wall});
-    CHECK(h.failures("node_silent_remote").at(0)["node"] == "fn2");
+    CHECK(h.failures("node_silent_remote").at(0).node == "fn2");
     h.feed(HangReported{h.incident(kRoles[2], IncidentReason::no_heartbeat)});
     REQUIRE(h.asked<KillRank>().size() == 1);
     CHECK_FALSE(h.asked<KillRank>()[0].on_node.has_value());  // lost: no step starts there
