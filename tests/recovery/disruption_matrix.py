@@ -34,6 +34,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -369,9 +370,8 @@ def main():
     ap.add_argument("--stale-at", type=int, default=120)
     a = ap.parse_args()
     text, job, ckpt = config_fields(a.config)
-    WORK = f"/tmp/{job}-matrix"
-    shutil.rmtree(WORK, ignore_errors=True)
-    os.makedirs(WORK)
+    # A directory of this run's own: another checkout's suite may run the same matrix meanwhile.
+    WORK = tempfile.mkdtemp(prefix=f"{job}-matrix-")
     if a.cells:
         cells = [tuple(c.split(":")) for c in a.cells.split(",")]
     elif a.all:
