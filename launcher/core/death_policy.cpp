@@ -71,15 +71,25 @@ Decision choose_restarts(const Observation& obs, const Budgets& b, const Attempt
                             "recovery.require_same_platform refused it (its platform_mismatch record names the fields)";
             }
             return d;
-        case Action::hdf5_resume:
-            // State lost in memory *in-job* (76) while every node lives: the dead processes' own
-            // segments are still in their nodes' /dev/shm, and a warm relaunch reads them. Not
-            // when this attempt was itself a warm relaunch that found nothing (issue 15, case 2).
+        case Action::hdf5_resume: {
+            // Never after a warm relaunch that found nothing (issue 15, case 2).
+            const bool relaunch_found_nothing = attempt.warm_relaunch && !attempt.progressed;
             if (obs.what == Observed::exit_code && obs.value == ft::kExitStateLost && !attempt.nodes_lost &&
-                !(attempt.warm_relaunch && !attempt.progressed)) {
+                !relaunch_found_nothing) {
+                // State lost in memory *in-job* while every node lives: the dead processes' own
+                // segments are still in their nodes' /dev/shm, and a warm relaunch reads them.
                 d.warm_before_hdf5 = true;
-                d.steps.push_back(warm(b));
+                d.warm_before_hdf5_why = "state lost in-job, but no node was lost: the dead processes' node-local "
+                                         "segments may hold it";
+            } else if (obs.what == Observed::exit_code && obs.value == ft::kExitNoSpare && attempt.direct_launch &&
+                       !relaunch_found_nothing) {
+                // No hot spare left and no MPI_Comm_spawn under srun: the survivors' snapshots and
+                // ring replicas still hold every role (issue 47, item 5).
+                d.warm_before_hdf5 = true;
+                d.warm_before_hdf5_why = "no hot spare left under direct launch: the state is intact in the ring "
+                                         "replicas, and a new step in the allocation brings hot spares again";
             }
+            if (d.warm_before_hdf5) d.steps.push_back(warm(b));
             cold(b, d.steps);
             if (obs.value == ft::kExitNoSpare) {
                 d.outcome = "spares_exhausted";
@@ -92,6 +102,7 @@ Decision choose_restarts(const Observation& obs, const Budgets& b, const Attempt
                 d.message = "state lost in memory (tier 3 needed) and no HDF5 checkpoint to restart from" + no_checkpoint(b);
             }
             return d;
+        }
         default:
             d.steps.push_back(warm(b));
             cold(b, d.steps);

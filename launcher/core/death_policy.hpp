@@ -40,6 +40,7 @@ struct AttemptFacts {
     bool warm_relaunch = false;  // it was itself a warm relaunch
     bool progressed = false;     // it completed a step
     bool nodes_lost = false;     // a node was lost in it
+    bool direct_launch = false;  // its ranks were tasks of an srun step (no MPI_Comm_spawn)
 };
 
 enum class Restart { warm_relaunch, cold_restart };
@@ -51,9 +52,11 @@ struct RestartStep {
 
 struct Decision {
     const Rule* rule = nullptr;
-    // 76 in-job with every node alive: a warm relaunch reads the dead processes' node-local
-    // segments; it is tried before HDF5 (logged as warm_relaunch_before_hdf5).
+    // A warm relaunch is tried before HDF5 (logged as warm_relaunch_before_hdf5, with why): 76
+    // in-job with every node alive (it reads the dead processes' node-local segments), or 77
+    // under direct launch (the state is intact; a new step brings hot spares again).
     bool warm_before_hdf5 = false;
+    std::string warm_before_hdf5_why;
     std::vector<RestartStep> steps;  // in order; the first that starts wins
     // When none starts: the job's outcome, exit code and message.
     std::string outcome;

@@ -28,11 +28,13 @@ std::optional<KillOnNode> kill_route(const RankIncident& rank, const JobView& jo
     // Only a node that shows life (another rank of it sent a heartbeat within half the hang
     // timeout) is asked: a frozen, dead or cut-off one would hold the launcher for
     // kRemoteKillLimit, and goes as a whole anyway. A rank alone on its node cannot be told from
-    // its node (under direct launch the node timeout decides first).
+    // its node (under direct launch the node timeout decides first). Any rank's heartbeats count,
+    // a stalled one's too (a peer waiting behind the hung rank, or the stalled rank itself); a
+    // silent rank's own are older than the hang timeout.
     const auto recent = std::chrono::milliseconds(job.cfg.detection.hang_timeout_ms) / 2;
     const bool node_answers = std::any_of(job.ranks.begin(), job.ranks.end(), [&](const RankInfo& r) {
-        return r.hostname == rank.hostname && r.pid != rank.pid && r.status == RankStatus::active && !r.hung &&
-               r.heartbeats > 0 && now - r.last_heartbeat < recent;
+        return r.hostname == rank.hostname && r.status == RankStatus::active && r.heartbeats > 0 &&
+               now - r.last_heartbeat < recent;
     });
     if (!node_answers && rank.hostname != job.local_host) return std::nullopt;
     return KillOnNode{job.slurm_job_id, node};
@@ -120,7 +122,8 @@ std::optional<ForcedDeath> IncidentBook::on(const RankHung& hung, const JobView&
         // A rank that waited a long time behind a hung peer (in the all-reduce) looks stalled for
         // the moment between the others' first heartbeat after the repair and its own. Confirm
         // the stall over a few heartbeat periods before killing it.
-        pending_stalls_.push_back({hung, now.steady + stall_confirm_});
+        pending_stalls_.push_back({hung, now.steady + stall_confirm_,
+                                   now.steady + stall_confirm_ + milliseconds(job.cfg.detection.hang_timeout_ms)});
         return std::nullopt;
     }
     if (hung.outcome == KillOutcome::killed) killed_pids_.insert(inc.pid);
@@ -223,16 +226,22 @@ void IncidentBook::on_recovery(const ft::records::Recovery& r, const std::string
 }
 
 void IncidentBook::on_tick(const JobView& job, NodeWatch& nodes, std::int64_t steps_done, Now now, Effects& fx) {
+    // A rank stalled behind a peer that is being repaired cannot move until the repair is done
+    // (under load that takes longer than the confirmation): its stall is judged after it.
+    const bool repair_under_way = repairing(job.attempt.index);
     for (auto it = pending_stalls_.begin(); it != pending_stalls_.end();) {
+        const RankIncident inc = it->hung.incident;
+        const RankInfo* info = job.rank(inc.role);
+        const bool still_stalled = info && info->pid == inc.pid && info->hung && info->status == RankStatus::active;
+        if (still_stalled && repair_under_way && now.steady < it->latest)
+            it->until = std::min(it->latest, std::max(it->until, now.steady + stall_confirm_));
         if (now.steady < it->until && !job.mpirun_gone()) {
             ++it;
             continue;
         }
-        const RankIncident inc = it->hung.incident;
         it = pending_stalls_.erase(it);
         if (job.old_pids.count(inc.pid) || job.mpirun_gone()) continue;
-        const RankInfo* info = job.rank(inc.role);
-        if (!info || info->pid != inc.pid || !info->hung || info->status != RankStatus::active) {
+        if (!still_stalled) {
             log(fx, StallCleared{inc.role, inc.pid, inc.last_step_tag,
                                  info ? std::optional(info->step_tag) : std::nullopt, stall_confirm_.count()});
             continue;

@@ -82,6 +82,7 @@ private:
     struct PendingStall {
         RankHung hung;
         SteadyTime until;
+        SteadyTime latest;  // a repair under way defers `until`, never past this
     };
     // In-job recoveries of this attempt, to link incidents classified after their record arrived.
     struct RecoveryNote {

@@ -408,7 +408,8 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, int
     budgets.cold_used = restarts_.cold_used();
     budgets.cold_allowed = kMaxColdRestarts;
     budgets.checkpoint_dir = !plan_.cfg.checkpoint.dir.empty();
-    const AttemptFacts facts{attempt_.kind == "warm_relaunch", progress_.progressed(), nodes_.book().any_lost()};
+    const AttemptFacts facts{attempt_.kind == "warm_relaunch", progress_.progressed(), nodes_.book().any_lost(),
+                             plan_.direct.has_value()};
     const Decision decision = choose_restarts(obs, budgets, facts);
     const Rule& rule = *decision.rule;
     Incident inc;
@@ -423,9 +424,7 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, int
     say(fx, "the MPI job died: " + detail + " -> " + std::string(rule.classification) + ", " +
                 std::string(to_string(rule.action)) + (rule.tier ? " (tier " + std::to_string(rule.tier) + ")" : ""));
     for (const auto& node : nodes_.book().take_lost()) nodes_.fail(node, rule.classification, progress_.steps_completed(), fx);
-    if (decision.warm_before_hdf5)
-        log(fx, WarmRelaunchBeforeHdf5{attempt_.index, "state lost in-job, but no node was lost: the dead processes' "
-                                                       "node-local segments may hold it"});
+    if (decision.warm_before_hdf5) log(fx, WarmRelaunchBeforeHdf5{attempt_.index, decision.warm_before_hdf5_why});
     // A node's failure is not the same failure twice: the relaunch moves off that node.
     const bool guarded = rule.action != Action::replace_node;
     const FailureSignature failure{std::string(rule.classification), inc.step, mpirun_status, progress_.progressed()};

@@ -791,6 +791,29 @@ LaunchPlan direct_plan_of() {
     return plan;
 }
 
+// Issue 47, item 5: under srun the hot spares run out with every role's state intact; a new step
+// in the same allocation (a warm relaunch) brings hot spares again, before any HDF5 restart.
+TEST_CASE("policy: spares exhausted (77) under direct launch -> a new step (warm relaunch) before HDF5") {
+    LaunchPlan plan = direct_plan_of();
+    plan.cfg.checkpoint.dir = "/ckpt";
+    Harness h(std::move(plan));
+    h.checkpoint = 10;
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    ends_with(h, flashrec::ft::kExitNoSpare, kRoles[1], "no spare");
+    CHECK(h.failures("exit_code").back().classification == "spares_exhausted");
+    REQUIRE(h.logged<WarmRelaunchBeforeHdf5>().size() == 1);
+    CHECK(h.logged<WarmRelaunchBeforeHdf5>()[0].why.find("no hot spare left") != std::string::npos);
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    CHECK(h.asked<StartAttempt>()[1].launch.relaunch);
+    CHECK(h.core->attempt().kind == "warm_relaunch");
+    // That step found nothing to restore (it ended 77 again before a step): HDF5 now.
+    h.register_all();
+    ends_with(h, flashrec::ft::kExitNoSpare, kRoles[1], "no spare");
+    CHECK(h.core->attempt().kind == "cold_restart");
+}
+
 TEST_CASE("direct launch: a first step that never came up is started again, then the job runs") {
     Harness h(direct_plan_of());
     h.start();
@@ -874,6 +897,81 @@ TEST_CASE("hung rank under direct launch: killed alone on its node through Slurm
     REQUIRE(h.asked<KillRank>().size() == 2);
     REQUIRE(h.asked<KillRank>()[1].on_node.has_value());
     CHECK(h.asked<KillRank>()[1].on_node->node == "fn1");
+}
+
+// slurm.launch.rank_hang, CI: the stopped rank's node peer waited behind it one step back (its
+// ring exchange), so the same check found it stalled; the node was then taken for silent though
+// that peer's heartbeats kept arriving.
+TEST_CASE("hung rank whose node peer is judged stalled in the same check: the peer's heartbeats show the node alive") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.silent = {kRoles[3]};  // stopped
+    h.steps(10, 30);
+    h.of(kRoles[2]).hung = true;  // stalled behind it, heartbeats arriving
+    h.tick();
+    h.feed(HangReported{h.incident(kRoles[3], IncidentReason::no_heartbeat)});
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    REQUIRE(h.asked<KillRank>()[0].on_node.has_value());
+    CHECK(h.asked<KillRank>()[0].on_node->node == "fn2");
+    CHECK(h.failures("node_silent_remote").empty());
+}
+
+// The same run, later: the peer's stall was confirmed while the hot spare was still taking the
+// hung rank's role (2.5 s on the loaded machine), so a healthy rank was killed and, with the hung
+// one gone, its node given up.
+TEST_CASE("stalled behind a rank being repaired: judged after the repair; a stalled rank's own heartbeats show its node") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.silent = {kRoles[3]};
+    h.steps(10, 30);
+    h.of(kRoles[2]).hung = true;
+    h.tick();
+    h.feed(HangReported{h.incident(kRoles[3], IncidentReason::no_heartbeat)});
+    h.feed(RankHung{h.incident(kRoles[2], IncidentReason::stalled), KillOutcome::pending, h.now().wall});
+    h.lose(kRoles[3]);
+    h.run_for(milliseconds(800));  // the repair under way: the stall waits
+    REQUIRE(h.asked<KillRank>().size() == 1);
+    records::Recovery r;
+    r.failed_roles = {kRoles[3]};
+    r.replacement = "hot";
+    r.total_ms = 900;
+    h.feed(RecoveryRecord{r, r.to_json()});
+    h.of(kRoles[2]).hung = false;  // it moved once the repair was done
+    h.of(kRoles[2]).step_tag = 31;
+    h.run_for(milliseconds(400));
+    CHECK(h.logged<StallCleared>().size() == 1);
+    CHECK(h.asked<KillRank>().size() == 1);
+    // Stalled again, now for itself, alone on fn2 with its heartbeats arriving: killed there.
+    h.of(kRoles[2]).hung = true;
+    h.feed(RankHung{h.incident(kRoles[2], IncidentReason::stalled), KillOutcome::pending, h.now().wall});
+    for (int i = 0; i < 40; ++i) {
+        h.of(kRoles[2]).last_heartbeat = h.now().steady;
+        h.run_for(milliseconds(10));
+    }
+    REQUIRE(h.asked<KillRank>().size() == 2);
+    REQUIRE(h.asked<KillRank>()[1].on_node.has_value());
+    CHECK(h.asked<KillRank>()[1].on_node->node == "fn2");
+    CHECK(h.failures("node_silent_remote").empty());
+}
+
+TEST_CASE("a stall is judged at the latest one hang timeout after its confirmation, a repair under way or not") {
+    Harness h(plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    h.silent = {kRoles[1]};
+    h.steps(10, 20);
+    h.feed(HangReported{h.incident(kRoles[1], IncidentReason::no_heartbeat)});
+    h.of(kRoles[2]).hung = true;
+    h.feed(RankHung{h.incident(kRoles[2], IncidentReason::stalled), KillOutcome::pending, h.now().wall});
+    h.run_for(milliseconds(1000));  // the repair never reports: the stall still waits (hang timeout 1 s)
+    CHECK(h.asked<KillRank>().size() == 1);
+    h.run_for(milliseconds(400));
+    CHECK(h.asked<KillRank>().size() == 2);
 }
 
 TEST_CASE("hung rank under mpirun in Slurm: kill(2) on this host, a step of the job on another node") {

@@ -101,6 +101,26 @@ TEST_CASE("decide: state lost in-job with every node alive tries a warm relaunch
     CHECK(d.warm_before_hdf5);
 }
 
+TEST_CASE("decide: spares exhausted under direct launch tries a warm relaunch (a new step) before HDF5") {
+    const Observation none_left{Observed::exit_code, 77};
+    AttemptFacts direct;
+    direct.direct_launch = true;
+    Decision d = choose_restarts(none_left, budgets(0, 1), direct);
+    CHECK(d.warm_before_hdf5);
+    CHECK(d.warm_before_hdf5_why.find("direct launch") != std::string::npos);
+    REQUIRE(d.steps.size() == 2);
+    CHECK(d.steps[0].kind == Restart::warm_relaunch);
+    CHECK(d.steps[1].kind == Restart::cold_restart);
+    CHECK(d.outcome == "spares_exhausted");
+    // A node lost does not matter (the ring replicas sit on other nodes); a relaunch that found
+    // nothing does; under mpirun, 77 means spawn failed or is off: HDF5 as before.
+    direct.nodes_lost = true;
+    CHECK(choose_restarts(none_left, budgets(0, 1), direct).warm_before_hdf5);
+    direct.warm_relaunch = true;
+    CHECK_FALSE(choose_restarts(none_left, budgets(0, 1), direct).warm_before_hdf5);
+    CHECK_FALSE(choose_restarts(none_left, budgets(0, 1), {}).warm_before_hdf5);
+}
+
 TEST_CASE("decide: spares exhausted goes to HDF5 only, and says so without a checkpoint.dir") {
     const Decision d = choose_restarts({Observed::exit_code, 77}, budgets(0, 1, false), {});
     CHECK(d.steps.empty());

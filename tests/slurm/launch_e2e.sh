@@ -43,7 +43,7 @@
 #                    a task dies on a node where another task of the step lives (its PMIx server's
 #                    PMIX_ERR_LOST_CONNECTION reaches the plugin's error handler, which kills the
 #                    step; docs/ulfm-traps.md, trap 15): the reproducer of that wall
-# FLASHREC_E2E_HANG_MS overrides detection.hang_timeout_ms (3000), e.g. to study a stall by hand.
+# FLASHREC_E2E_HANG_MS overrides detection.hang_timeout_ms (3000; rank_hang 20000), e.g. to study a stall by hand.
 source "$(dirname "$0")/lib.sh"
 mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|node_cut|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss|direct_node_freeze|direct_node_cut|direct_rank_hang|direct_spares_exhausted|rank_hang> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
@@ -53,23 +53,33 @@ steps=300
 kill_after=80   # steps completed before the failure
 
 nodes=4 ranks_per_node=1 spare_nodes=1 policy=shrink hot_spares=0 launch=mpirun spawn=true
+idle_nodes=0    # cluster nodes outside the job's allocation
 [ "$mode" = ranks_of_node_hot ] || [ "$mode" = rank_hang ] && hot_spares=1
 [[ $mode == direct* ]] && launch=srun spawn=false hot_spares=1
-[ "$mode" = spares_exhausted ] && spare_nodes=0 policy=checkpoint-and-requeue
+# The requeued job needs as many nodes as the first start, the killed one down: one more in the cluster.
+[ "$mode" = spares_exhausted ] && spare_nodes=0 policy=checkpoint-and-requeue idle_nodes=1
 [ "$mode" = shrink ] && spare_nodes=0
 # Two spare nodes: the hot spare's, and a free one for the new step after the hot spare is used.
 [ "$mode" = direct_spares_exhausted ] && spare_nodes=2
 # One rank of a node stopped must not look like the whole node silent (the node timeout): two per node.
 [[ $mode == *rank_hang ]] && nodes=2 ranks_per_node=2 victim=frnode2
+# rank_hang is judged by the hang timeout itself, and runs 5 ranks on this machine's 2 cores: their
+# busy waits (1-2 million sched_yield/s while they train over TCP between the nodes' namespaces)
+# delayed other processes by seconds: a sleeping process's wake-ups by up to 10 s (no page faults,
+# no steal time: the scheduler), the heartbeats seen on the bridge likewise, and a rank was found
+# hung that was not. Here a step waits 5 ms as on a GPU (trainer.device_ms), which leaves the cores
+# idle between the exchanges, and the timeout is 20 s, twice the longest delay seen.
+hang_ms=3000 device_ms=0
+[[ $mode == *rank_hang ]] && hang_ms=20000 device_ms=5
 spare_node=frnode$((nodes + 1))
-cluster_up --nodes $((nodes + spare_nodes))
+cluster_up --nodes $((nodes + spare_nodes + idle_nodes))
 
 write_yaml() {  # <file> <checkpoint dir>
     cat > "$1" <<YAML
 job: {name: fr-e2e-$mode, nodes: $nodes, ranks_per_node: $ranks_per_node, dp: 4, spare_nodes: $spare_nodes, hot_spares: $hot_spares, steps: $steps, seed: 7}
 launch: {program: $trainer}
-trainer: {model: {input: 16, hidden: 32, output: 4}, batch_per_rank: 8, lr: 0.01, log_every: 100}
-detection: {hang_timeout_ms: ${FLASHREC_E2E_HANG_MS:-3000}}
+trainer: {model: {input: 16, hidden: 32, output: 4}, batch_per_rank: 8, lr: 0.01, log_every: 100, device_ms: $device_ms}
+detection: {hang_timeout_ms: ${FLASHREC_E2E_HANG_MS:-$hang_ms}}
 checkpoint: {dir: $2, every_steps: 50}
 slurm: {when_spares_exhausted: $policy, launch: $launch}
 recovery: {spawn: $spawn}
