@@ -123,7 +123,8 @@ struct Table<CheckpointResumed> {
 template <>
 struct Table<EndingJob> {
     static constexpr auto fields = std::tuple{FieldSpec{"exit_code", &EndingJob::exit_code},
-                                              FieldSpec{"pid", &EndingJob::pid}, FieldSpec{"why", &EndingJob::why}};
+                                              FieldSpec{"pid", &EndingJob::pid}, FieldSpec{"why", &EndingJob::why},
+                                              FieldSpec{"lost_roles", &EndingJob::lost_roles}};
 };
 template <>
 struct Table<RoleFinished> {

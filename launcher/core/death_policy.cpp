@@ -81,6 +81,7 @@ Decision choose_restarts(const Observation& obs, const Budgets& b, const Attempt
                 d.warm_before_hdf5 = true;
                 d.warm_before_hdf5_why = "state lost in-job, but no node was lost: the dead processes' node-local "
                                          "segments may hold it";
+                d.warm_restores_from = "node-local segments of dead processes";
             } else if (obs.what == Observed::exit_code && obs.value == ft::kExitNoSpare && attempt.direct_launch &&
                        !relaunch_found_nothing) {
                 // No hot spare left and no MPI_Comm_spawn under srun: the survivors' snapshots and
@@ -88,6 +89,7 @@ Decision choose_restarts(const Observation& obs, const Budgets& b, const Attempt
                 d.warm_before_hdf5 = true;
                 d.warm_before_hdf5_why = "no hot spare left under direct launch: the state is intact in the ring "
                                          "replicas, and a new step in the allocation brings hot spares again";
+                d.warm_restores_from = "a new step with hot spares; ring replicas";
             }
             if (d.warm_before_hdf5) d.steps.push_back(warm(b));
             cold(b, d.steps);

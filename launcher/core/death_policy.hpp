@@ -57,6 +57,7 @@ struct Decision {
     // under direct launch (the state is intact; a new step brings hot spares again).
     bool warm_before_hdf5 = false;
     std::string warm_before_hdf5_why;
+    std::string warm_restores_from;  // for the summary: "warm relaunch 1 (<this>)"
     std::vector<RestartStep> steps;  // in order; the first that starts wins
     // When none starts: the job's outcome, exit code and message.
     std::string outcome;

@@ -52,6 +52,7 @@ Incident& IncidentBook::add(Incident inc, Now now, Effects& fx) {
 
 void IncidentBook::new_attempt() {
     exit_requests_.clear();
+    answered_losses_.clear();
     pending_lost_.clear();
     pending_stalls_.clear();
     recovery_notes_.clear();
@@ -112,6 +113,7 @@ void IncidentBook::on(const ft::records::EndingJob& ending) {
         code != ft::kExitDeterministicError && code != ft::kExitPlatformMismatch)
         code = 1;
     if (ending.pid > 0) exit_requests_[ending.pid] = code;
+    answered_losses_.insert(ending.lost_roles.begin(), ending.lost_roles.end());
 }
 
 std::optional<ForcedDeath> IncidentBook::on(const RankHung& hung, const JobView& job, NodeWatch& nodes, Now now,
@@ -264,7 +266,10 @@ bool IncidentBook::settle(const PendingLost& lost, const JobView& job, NodeWatch
     const auto waited = now.steady - lost.seen;
     const bool settling = waited < kLostSettle || (waited < kReconnectWait && job.alive_here(inc.hostname, inc.pid));
     if (settling && !job.mpirun_gone()) return false;
-    if (job.interrupt_signal || (job.mpirun_gone() && !exit_requests_.empty())) return true;
+    // Ranks leaving a job they asked to end are no failure; the deaths that end answers are
+    // (77 names the roles it found no spare for: their nodes are not used again).
+    if (job.interrupt_signal || (job.mpirun_gone() && !exit_requests_.empty() && !answered_losses_.count(inc.role)))
+        return true;
     Incident i;
     i.attempt = job.attempt.index;
     i.obs = {Observed::connection_lost, 0};

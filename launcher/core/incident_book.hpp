@@ -105,6 +105,7 @@ private:
     std::map<int, ft::records::FaultInjected> faults_fired_;  // by pid
     std::set<std::string> fired_texts_;
     std::map<int, int> exit_requests_;  // pid -> 75/76/77/78 from its ending_job record (this attempt)
+    std::set<std::string> answered_losses_;  // EndingJob::lost_roles of this attempt
     std::set<int> released_pids_;       // hot spares released at the end of the job
     std::set<int> killed_pids_;         // hung ranks this launcher killed
     std::vector<PendingLost> pending_lost_;

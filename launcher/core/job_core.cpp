@@ -435,7 +435,7 @@ void JobCore::after_death(const Observation& obs, const std::string& detail, int
                 continue;
             }
             if (guarded && loops(failure, Restart::warm_relaunch, recorded, fx)) return;
-            start_warm_relaunch(reason, decision.warm_before_hdf5, now, fx);
+            start_warm_relaunch(reason, decision.warm_restores_from, now, fx);
             loops_.restarted(failure, Restart::warm_relaunch, recorded.id);
             return;
         }
@@ -489,7 +489,8 @@ LaunchKind JobCore::unfired_faults() const {
     return kind;
 }
 
-void JobCore::start_warm_relaunch(const RestartReason& reason, bool from_dead_segments, Now now, Effects& fx) {
+void JobCore::start_warm_relaunch(const RestartReason& reason, const std::string& restores_from, Now now,
+                                  Effects& fx) {
     const bool progressed = progress_.last_step() >= 0 || progress_.progressed();
     LaunchKind kind = unfired_faults();
     // Nothing was ever committed: there is nothing to restore, start as the job first did.
@@ -499,8 +500,8 @@ void JobCore::start_warm_relaunch(const RestartReason& reason, bool from_dead_se
     RestartStart start = restart_start(Restart::warm_relaunch, reason, now);
     const std::string number = std::to_string(restarts_.warm_used() + 1);
     start.recovered_by = kind.checkpoint_and_exit ? "checkpoint for requeue (slurm.when_spares_exhausted)"
-                         : from_dead_segments    ? "warm relaunch " + number + " (node-local segments of dead processes)"
-                                                 : "warm relaunch " + number;
+                         : !restores_from.empty() ? "warm relaunch " + number + " (" + restores_from + ")"
+                                                  : "warm relaunch " + number;
     restarts_.begin(start, now);
     report_.restart_started(Restart::warm_relaunch);
     start_attempt(kind.checkpoint_and_exit ? "checkpoint_for_requeue" : "warm_relaunch", kind, fx);

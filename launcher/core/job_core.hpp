@@ -84,8 +84,8 @@ private:
     void after_death(const Observation& observation, const std::string& detail, int mpirun_status,
                      const TeardownDone& teardown, Now now,
                      Effects& fx);
-    // `from_dead_segments`: 76 in-job with every node alive (what the incident says once recovered).
-    void start_warm_relaunch(const RestartReason& reason, bool from_dead_segments, Now now, Effects& fx);
+    // `restores_from`: what the incident says once recovered (choose_restarts; empty: nothing more).
+    void start_warm_relaunch(const RestartReason& reason, const std::string& restores_from, Now now, Effects& fx);
     bool try_cold_restart(const RestartReason& reason, const TeardownDone& teardown, Now now, Effects& fx);
     void end_checkpoint_for_requeue(const TeardownDone& teardown, Effects& fx);
     void start_attempt(const std::string& kind, LaunchKind launch, Effects& fx);

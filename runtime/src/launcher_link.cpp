@@ -15,7 +15,7 @@ namespace flashrec::runtime {
 
 LauncherLink::LauncherLink(std::function<void(const std::string&)> log)
     : log_(std::move(log)), deterministic_end([this](const std::string& why) {
-          (void)emit_last(ft::records::EndingJob{ft::kExitDeterministicError, static_cast<std::int32_t>(::getpid()), why}
+          (void)emit_last(ft::records::EndingJob{ft::kExitDeterministicError, static_cast<std::int32_t>(::getpid()), why, {}}
                               .to_json());
       }) {}
 

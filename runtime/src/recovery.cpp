@@ -63,13 +63,14 @@ Clock::time_point Runtime::Impl::deadline() const {
     return Clock::now() + std::chrono::milliseconds(cfg.recovery.phase_deadline_ms);
 }
 
-void Runtime::Impl::end_job(const std::string& why, int exit_code) {
+void Runtime::Impl::end_job(const std::string& why, int exit_code, std::vector<std::string> lost_roles) {
     std::fprintf(stderr, "flashrec[pid %d]: ending the job (exit code %d): %s\n", static_cast<int>(getpid()),
                  exit_code, why.c_str());
     std::fflush(stderr);
     // The launcher acts on the exit code this process asks for (mpirun's own status says little
     // under ULFM): a typed record, written out before the process goes.
-    (void)launcher.emit_last(ft::records::EndingJob{exit_code, static_cast<std::int32_t>(getpid()), why}.to_json());
+    (void)launcher.emit_last(
+        ft::records::EndingJob{exit_code, static_cast<std::int32_t>(getpid()), why, std::move(lost_roles)}.to_json());
     // Parked hot spares leave too, released by every role that ends (the first release wins;
     // each goes out before its sender's connection closes). Without it a spare could take the
     // roles' exits for failures and start a repair of a job that ended on purpose: under plain
@@ -269,10 +270,13 @@ recovery::RepairOutcome Runtime::Impl::decide_repair(int me, const std::vector<r
         plan.from_checkpoint = true;
         plan.steps_replayed = std::max<std::int64_t>(0, plan.furthest_step - *version);
     }
-    if (plan.missing_spares > 0)
+    if (plan.missing_spares > 0) {
+        std::vector<std::string> dead;
+        for (const int r : plan.dead_roles) dead.push_back(topology::role_key(topology::coord_of(shape, r)));
         end_job(std::to_string(plan.missing_spares) + " dead role(s) and no spare left to take them "
                 "(hot_spares exhausted" + std::string(cfg.recovery.spawn ? ", spawn failed" : ", spawn off") +
-                "); slurm.when_spares_exhausted decides what the launcher does next", ft::kExitNoSpare);
+                "); slurm.when_spares_exhausted decides what the launcher does next", ft::kExitNoSpare, std::move(dead));
+    }
     return recovery::outcome_of(std::move(plan), me, membership.role_index, std::move(replacement));
 }
 

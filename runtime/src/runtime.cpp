@@ -197,7 +197,7 @@ Runtime::Impl::Impl(int& argc, char**& argv, const std::string& config_path)
     faults = runtime::FaultInjector(cfg.faults, !spares::was_spawned());
     faults.announce_to([this](const ft::records::FaultInjected& f) { launcher.emit(f.to_json(), true); });
     watchdog.before_exit([this](const std::string& why, int code) {
-        (void)launcher.emit_last(ft::records::EndingJob{code, static_cast<std::int32_t>(getpid()), why}.to_json());
+        (void)launcher.emit_last(ft::records::EndingJob{code, static_cast<std::int32_t>(getpid()), why, {}}.to_json());
     });
     if (spares::was_spawned()) {
         // A cold spare: the survivors started this process to take a dead role.

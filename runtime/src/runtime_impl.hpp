@@ -252,7 +252,8 @@ struct Runtime::Impl {
     // report (ring.rejected_versions). Returns what failed ("" if all verified).
     std::string verify_restore_sources(const recovery::Plan& plan);
     void emit_recovery_record();
-    [[noreturn]] void end_job(const std::string& why, int exit_code);
+    // `lost_roles`: the dead roles this end answers (EndingJob::lost_roles).
+    [[noreturn]] void end_job(const std::string& why, int exit_code, std::vector<std::string> lost_roles = {});
     // Tells the parked hot spares the job is over (a failure to reach them is logged: nothing to do).
     void release_hot_spares();
 

@@ -741,7 +741,7 @@ TEST_CASE("live: a malformed typed record is refused and logged; the rank stays 
     CHECK_FALSE(log_has(live.log_path, "ending_job", R"("why":"no code")"));
     const auto before = live.controller->rank("dp0.tp0.pp0")->heartbeats;
     CHECK(eventually([&] { return live.registered("dp0.tp0.pp0", before + 2); }));
-    CHECK(client.send_event(flashrec::ft::records::EndingJob{76, 5, "state lost"}.to_json()));
+    CHECK(client.send_event(flashrec::ft::records::EndingJob{76, 5, "state lost", {}}.to_json()));
     CHECK(eventually([&] { return log_has(live.log_path, "ending_job", R"("exit_code":76)"); }));
     CHECK(live.controller->drop_count(DropReason::malformed_frame) == 0);
     CHECK(live.lost.all().empty());
@@ -950,7 +950,7 @@ TEST_CASE("live: a last record (role_finished, ending_job) is acknowledged once 
 
     HeartbeatClient ending(live.client_options("dp2.tp0.pp0"), progress);
     REQUIRE(eventually([&] { return live.registered("dp2.tp0.pp0"); }));
-    CHECK(ending.send_final(flashrec::ft::records::EndingJob{76, 7, "state lost"}.to_json(), 20s));
+    CHECK(ending.send_final(flashrec::ft::records::EndingJob{76, 7, "state lost", {}}.to_json(), 20s));
     CHECK(log_has(live.log_path, "ending_job", R"("exit_code":76)"));
 
     HeartbeatClient refused(live.client_options("dp1.tp0.pp0"), progress);

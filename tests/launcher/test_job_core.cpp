@@ -241,7 +241,7 @@ void die_at(Harness& h, std::int64_t to, int status) {
 
 // A rank asks for `code` (its ending_job record), then the job dies with it.
 void ends_with(Harness& h, int code, const std::string& role, const std::string& why) {
-    h.feed(records::EndingJob{code, h.of(role).pid, why});
+    h.feed(records::EndingJob{code, h.of(role).pid, why, {}});
     h.ranks_exit(RankStatus::lost);
     h.mpirun_exits(exited(code));
     h.tick();
@@ -801,8 +801,21 @@ TEST_CASE("policy: spares exhausted (77) under direct launch -> a new step (warm
     h.start();
     h.register_all();
     h.steps(0, 20);
-    ends_with(h, flashrec::ft::kExitNoSpare, kRoles[1], "no spare");
+    // dp1 dies; the survivors find no spare for it and end the step, naming it.
+    const std::string dead_node = h.of(kRoles[1]).hostname;
+    h.lose(kRoles[1]);
+    for (const auto& role : {kRoles[0], kRoles[2], kRoles[3]})
+        h.feed(records::EndingJob{flashrec::ft::kExitNoSpare, h.of(role).pid, "no spare", {kRoles[1]}});
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(exited(flashrec::ft::kExitNoSpare));
+    h.tick();
     CHECK(h.failures("exit_code").back().classification == "spares_exhausted");
+    // Its death is on record (the others' leaving is not), and its node is not used again.
+    const auto lost = h.failures("connection_lost");
+    REQUIRE(lost.size() == 1);
+    CHECK(lost[0].role == kRoles[1]);
+    REQUIRE(h.asked<Drain>().size() == 1);
+    CHECK(h.asked<Drain>()[0].node == dead_node);
     REQUIRE(h.logged<WarmRelaunchBeforeHdf5>().size() == 1);
     CHECK(h.logged<WarmRelaunchBeforeHdf5>()[0].why.find("no hot spare left") != std::string::npos);
     REQUIRE(h.asked<StartAttempt>().size() == 2);
@@ -1026,7 +1039,7 @@ TEST_CASE("incident: an attempt the ranks ended, every process accounted for: mp
     h.start();
     h.register_all();
     h.steps(0, 20);
-    for (const auto& r : h.ranks) h.feed(records::EndingJob{flashrec::ft::kExitStateLost, r.pid, "state lost"});
+    for (const auto& r : h.ranks) h.feed(records::EndingJob{flashrec::ft::kExitStateLost, r.pid, "state lost", {}});
     h.ranks_exit();
     h.tick();
     const auto lingered = h.logged<MpirunLingered>();
@@ -1048,7 +1061,7 @@ TEST_CASE("incident: one process of the attempt left without its last record and
     h.register_all();
     h.steps(0, 20);
     for (const auto& r : h.ranks)
-        if (r.role != kRoles[1]) h.feed(records::EndingJob{flashrec::ft::kExitStateLost, r.pid, "state lost"});
+        if (r.role != kRoles[1]) h.feed(records::EndingJob{flashrec::ft::kExitStateLost, r.pid, "state lost", {}});
     h.ranks_exit();
     h.dead.erase(h.of(kRoles[1]).pid);  // said BYE, but its process is still there
     h.run_for(milliseconds(9900));
@@ -1372,7 +1385,7 @@ TEST_CASE("restarts: a deterministic error (ending_job 78) ends the job at once,
     h.start();
     h.register_all();
     h.steps(0, 2);
-    h.feed(records::EndingJob{flashrec::ft::kExitDeterministicError, h.of(kRoles[1]).pid, kLate});
+    h.feed(records::EndingJob{flashrec::ft::kExitDeterministicError, h.of(kRoles[1]).pid, kLate, {}});
     // mpirun is ended now: no in-job recovery hands the role to a spare that fails the same way.
     REQUIRE_FALSE(h.asked<SignalJob>().empty());
     CHECK(h.asked<SignalJob>().back().signo == SIGKILL);
@@ -1405,7 +1418,7 @@ TEST_CASE("a restore that refuses another platform (ending_job 81) ends the job 
     h.register_all();
     h.steps(0, 2);
     const std::string why = "dp1.tp0.pp0: the state restored was written on another platform (cpu_flags)";
-    h.feed(records::EndingJob{flashrec::ft::kExitPlatformMismatch, h.of(kRoles[1]).pid, why});
+    h.feed(records::EndingJob{flashrec::ft::kExitPlatformMismatch, h.of(kRoles[1]).pid, why, {}});
     REQUIRE_FALSE(h.asked<SignalJob>().empty());
     CHECK(h.core->phase() == JobPhase::ending);
     h.ranks_exit(RankStatus::lost);

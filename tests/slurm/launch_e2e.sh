@@ -256,6 +256,10 @@ if mode == "direct_spares_exhausted":
     first = [r for r in recs if r["event"] == "recovery"]
     assert first and first[0]["tier"] == 1 and first[0]["replacement"] == "hot", "the first death was not repaired by the hot spare"
     assert sorted(drained) == ["frnode2", "frnode3"], f"drained {drained}"
+    # Exit 77 with the state intact: a warm relaunch (the new step), not an HDF5 restart.
+    assert [r for r in recs if r["event"] == "warm_relaunch_before_hdf5"], "no warm_relaunch_before_hdf5 record"
+    assert launches[1].get("kind") == "warm_relaunch", f"the new step was a {launches[1].get('kind')}"
+    assert not [r for r in recs if r["event"] == "cold_restart"], "an HDF5 restart ran"
     second = launches[1]
     spares = [p for p in second.get("processes", []) if p.get("spare")] if isinstance(second.get("processes"), list) else None
     print(f"1st death: tier 1 (hot) in {first[0]['total_ms']:.0f} ms; 2nd death: new step #{second['attempt']} "

@@ -76,7 +76,7 @@ TEST_CASE("every record survives a round trip") {
     round_trip(FaultInjected{"role=2:step=3:action=exit:code=9", 7, 1, "exit", 9, 3, "forward"});
     round_trip(CheckpointPublished{10, "/ck/step-10", 5, 123456, 0.25});
     round_trip(CheckpointResumed{10, "/ck"});
-    round_trip(EndingJob{76, 99, "state of role dp0.tp0.pp0 is lost in memory at step 3"});
+    round_trip(EndingJob{77, 99, "no spare for role dp0.tp0.pp0 at step 3", {"dp0.tp0.pp0"}});
     round_trip(RoleFinished{"dp1.tp0.pp1", 4242, 300, "691abae2d49685ec"});
     round_trip(MpiErrorSeen{12, 75, "MPI_Allreduce(gradients)"});
     round_trip(SpareReleased{31});
@@ -152,16 +152,16 @@ TEST_CASE("a step without a loss (or a NaN one) reads back as none") {
 }
 
 TEST_CASE("an ending_job's reason is cut to 2000 bytes on the wire") {
-    const json j = EndingJob{75, 1, std::string(5000, 'x')}.to_json();
+    const json j = EndingJob{75, 1, std::string(5000, 'x'), {}}.to_json();
     CHECK(j.at("why").get<std::string>().size() == 2000);
 }
 
 TEST_CASE("malformed records are refused, naming the record and the field") {
-    json j = EndingJob{76, 99, "why"}.to_json();
+    json j = EndingJob{76, 99, "why", {}}.to_json();
     j.erase("exit_code");
     CHECK(refused<EndingJob>(j, "exit_code") == "record 'ending_job', field 'exit_code': missing");
 
-    j = EndingJob{76, 99, "why"}.to_json();
+    j = EndingJob{76, 99, "why", {}}.to_json();
     j["exit_code"] = "76";
     CHECK(refused<EndingJob>(j, "exit_code").find("expected an integer, got \"76\"") != std::string::npos);
 

@@ -91,6 +91,9 @@ struct EndingJob {
     int exit_code = 0;
     std::int32_t pid = 0;
     std::string why;             // for people: what happened (at most 2000 bytes are sent)
+    // The dead roles this end answers (77: no spare for them): the launcher counts their losses
+    // as the failure, where other ranks leaving an ending job are no failure.
+    std::vector<std::string> lost_roles;
     nlohmann::json to_json() const;
     static EndingJob from_json(const nlohmann::json& j);
     bool operator==(const EndingJob&) const = default;
