@@ -142,8 +142,16 @@ void NodeWatch::follow_replacements(Layout& layout, const std::map<std::string, 
         if (node.empty() || node == p.node) continue;
         log(fx, RoleMoved{p.role, p.node, node, it->second->pid});
         say(fx, p.role + " now runs on " + node + " (was " + p.node + ")");
+        const std::string left = p.node;
         p.node = node;
         std::erase(layout.reserve_nodes, node);
+        // The active nodes follow (a relaunch doubles ranks up onto them): the node it moved to
+        // is one now; the one it left stays one only while another active rank runs there.
+        const bool left_empty = layout.ranks_on_node(left) == 0;
+        const bool arrived_new = std::find(layout.nodes.begin(), layout.nodes.end(), node) == layout.nodes.end();
+        if (left_empty && arrived_new) std::replace(layout.nodes.begin(), layout.nodes.end(), left, node);
+        else if (left_empty) std::erase(layout.nodes, left);
+        else if (arrived_new) layout.nodes.push_back(node);
     }
 }
 

@@ -827,6 +827,37 @@ TEST_CASE("policy: spares exhausted (77) under direct launch -> a new step (warm
     CHECK(h.core->attempt().kind == "cold_restart");
 }
 
+// slurm.launch.direct_spares_exhausted: the hot spare took a role in-job; the next step's layout
+// still listed the node that role had left, so a doubled-up rank could have gone to a drained node.
+TEST_CASE("a role a hot spare took in-job: the active nodes follow it, and a relaunch doubles up onto them") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    RankInfo& spare = h.of("spare:0");  // on fn3, the spare node
+    h.lose(kRoles[3]);                  // on fn2: drained
+    spare.role = kRoles[3];
+    spare.phase = wire::Phase::compute;
+    records::Recovery r;
+    r.failed_roles = {kRoles[3]};
+    r.replacement = "hot";
+    r.total_ms = 42;
+    h.feed(RecoveryRecord{r, r.to_json()});
+    h.steps(10, 20);
+    REQUIRE(h.logged<RoleMoved>().size() == 1);
+    CHECK(h.logged<RoleMoved>()[0].to == "fn3");
+    h.ranks_exit(RankStatus::lost);
+    h.mpirun_exits(signalled(SIGKILL));
+    h.tick();
+    REQUIRE(h.asked<StartAttempt>().size() == 2);
+    const Layout& next = h.asked<StartAttempt>()[1].layout;
+    // fn2 is given up and no free node is left: dp2 doubles up onto the node with the fewest
+    // ranks, fn3 (1) rather than fn1 (2).
+    CHECK(next.nodes == std::vector<std::string>{"fn1", "fn3"});
+    CHECK(next.node_of_role(kRoles[2]) == "fn3");
+    CHECK(next.node_of_role(kRoles[3]) == "fn3");
+}
+
 TEST_CASE("direct launch: a first step that never came up is started again, then the job runs") {
     Harness h(direct_plan_of());
     h.start();
