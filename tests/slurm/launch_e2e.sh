@@ -42,7 +42,7 @@
 #   direct_rank_hang the same under direct launch. NOT in ctest: Slurm 22.05 cancels the step when
 #                    a task dies on a node where another task of the step lives (its PMIx server's
 #                    PMIX_ERR_LOST_CONNECTION reaches the plugin's error handler, which kills the
-#                    step; docs/ulfm-traps.md, trap 15): the reproducer of that wall
+#                    step; docs/ulfm-traps.md, trap 17): the reproducer of that wall
 # FLASHREC_E2E_HANG_MS overrides detection.hang_timeout_ms (3000; rank_hang 20000), e.g. to study a stall by hand.
 source "$(dirname "$0")/lib.sh"
 mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|node_cut|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss|direct_node_freeze|direct_node_cut|direct_rank_hang|direct_spares_exhausted|rank_hang> <flashrec-launch> <trainer>}
