@@ -15,6 +15,7 @@
 
 #include "flashrec/ft/checksum.hpp"
 #include "flashrec/ft/contract.hpp"
+#include "flashrec/ft/pmix_connection_keeper.hpp"
 #include "flashrec/ft/pmix_failure_events.hpp"
 #include "flashrec/ft/leaving.hpp"
 #include "flashrec/ft/ring_offer.hpp"
@@ -142,10 +143,13 @@ MpiSession::MpiSession(int& argc, char**& argv) {
     int world_rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     exit_notices.emplace(world_rank == 0);
-    if (ft::failure_events_kept_local())
+    if (ft::failure_events_kept_local()) {
         if (const auto why = ft::failure_events_interposer_unbound())
             throw Error("direct launch (FLASHREC_DIRECT_LAUNCH=1): ULFM's failure events would reach Slurm's PMIx server, "
                         "which ends the step on the first failure: " + *why + " (docs/ulfm-traps.md, trap 15)");
+        // This process's own end must not reach it either (trap 17).
+        (void)ft::keep_pmix_connection();
+    }
     detector = ft::read_in_band_detector();
     if (const auto interval = ft::ticker_interval(detector)) ticker.emplace(*interval);
     ft::leave_by_signal(detector.on);

@@ -27,8 +27,10 @@ Direct launch (--launch srun, issue 47): each case is one `srun --mpi=pmix --no-
 --kill-on-bad-exit=0 --overlap` step instead of an mpirun, inside a Slurm allocation, with the
 environment flashrec-launch gives its tasks under `slurm.launch: srun` (launcher/core/
 direct_launch.cpp: tools/fr-mpirun's flags for the transport as OMPI_MCA_* variables,
-OPAL_PREFIX, FLASHREC_DIRECT_LAUNCH=1, SLURM_PMIX_FENCE=ring; the program is linked to libflashrec, whose
-PMIx_Notify_event keeps ULFM's failure event out of Slurm, docs/ulfm-traps.md trap 15).
+OPAL_PREFIX, FLASHREC_DIRECT_LAUNCH=1, SLURM_PMIX_FENCE=ring;
+the program is linked to libflashrec, whose PMIx_Notify_event keeps ULFM's failure event out of
+Slurm, docs/ulfm-traps.md trap 15, and whose PMIx connection keeper keeps a dead task's end out
+of it, trap 17).
 --srun-args places the tasks (e.g. "-N3 --ntasks-per-node 1"). There is no PRRTE, so no exit
 notice: a death is seen by ULFM itself (a closed TCP connection) or, with --control-plane, by the
 controller that sees the process's connection end and passes the loss on (PEER_LOST).
@@ -201,6 +203,9 @@ def main():
                     "job that ends under them after the repair fails the case (docs/ulfm-traps.md trap 14)")
     ap.add_argument("--no-exit-notices", action="store_true",
                     help="the control experiment: the program runs without ft::ExitNotices (trap 1)")
+    ap.add_argument("--no-pmix-keeper", action="store_true",
+                    help="the control experiment under --launch srun: no process keeps a dead task's PMIx connection "
+                    "open, so Slurm cancels the step when the task shared its node (docs/ulfm-traps.md trap 17)")
     ap.add_argument("--verbose", action="store_true", help="print the output of failed cases")
     ap.add_argument("--mpirun-args", default="", help="more mpirun arguments, one shell-quoted string (across "
                     "the Slurm test cluster's nodes: \"--prtemca plm_slurm_args --no-kill --map-by ppr:1:node\")")
@@ -223,6 +228,7 @@ def main():
             for op in ([""] if kind == "none" else a.ops.split(",")):
                 program_args = (["--no-exit-notices"] if a.no_exit_notices else []) + \
                     (["--keep-exit-codes"] if a.keep_exit_codes else []) + \
+                    (["--no-pmix-keeper"] if a.no_pmix_keeper else []) + \
                     (["--live-on-ms", str(a.live_on_ms)] if a.live_on_ms else [])
                 c = run_case(a.program, transport, kind, op or "compute", a.ranks, a.timeout, env_extra, program_args,
                              shlex.split(a.mpirun_args), host, a.launch, shlex.split(a.srun_args))

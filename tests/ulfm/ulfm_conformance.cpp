@@ -20,6 +20,8 @@
 // --no-exit-notices: without ft::ExitNotices (the control experiment for exits over sm: trap 1).
 // --keep-exit-codes: exit(n) ends with its code (the control experiment for trap 14); by default
 // it ends by SIGKILL, as in a flashrec rank's step loop (ft::nonzero_exits_by_signal).
+// --no-pmix-keeper: under direct launch, without ft::keep_pmix_connection (the control experiment
+// for trap 17: Slurm cancels the step when a dead task shared its node).
 // --live-on-ms N: after the repair the survivors go on for N ms (a barrier on the shrunk
 // communicator every 10 ms), as a job's training does, before they report: an MPI job that ends
 // under its survivors after a repair (PRRTE's count of its ended processes, docs/ulfm-traps.md
@@ -56,6 +58,8 @@
 #include "flashrec/ft/control_plane.hpp"
 #include "flashrec/ft/exit_notices.hpp"
 #include "flashrec/ft/leaving.hpp"
+#include "flashrec/ft/pmix_connection_keeper.hpp"
+#include "flashrec/ft/pmix_failure_events.hpp"
 #include "flashrec/ft/progress_ticker.hpp"
 
 namespace {
@@ -145,22 +149,26 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return 0;
     }
-    bool no_ticker = false, no_exit_notices = false, keep_exit_codes = false;  // the control experiments
+    bool no_ticker = false, no_exit_notices = false, keep_exit_codes = false, no_pmix_keeper = false;  // the control experiments
     long long live_on_ms = 0;
     for (int i = 3; i < argc; ++i) {
         if (std::strcmp(argv[i], "--no-ticker") == 0) no_ticker = true;
         else if (std::strcmp(argv[i], "--no-exit-notices") == 0) no_exit_notices = true;
         else if (std::strcmp(argv[i], "--keep-exit-codes") == 0) keep_exit_codes = true;
+        else if (std::strcmp(argv[i], "--no-pmix-keeper") == 0) no_pmix_keeper = true;
         else if (std::strcmp(argv[i], "--live-on-ms") == 0 && i + 1 < argc) live_on_ms = std::atoll(argv[++i]);
         else argc = 0;
     }
     if (argc < 3 || live_on_ms < 0) {
-        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker] [--no-exit-notices] [--keep-exit-codes] [--live-on-ms N]\n");
+        std::fprintf(stderr, "usage: ulfm_conformance <kind> <op> [--no-ticker] [--no-exit-notices] [--keep-exit-codes] [--no-pmix-keeper] "
+                             "[--live-on-ms N]\n");
         return 2;
     }
     const std::string kind = argv[1], op = argv[2];
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    // Under direct launch, as the runtime does: a death must not reach Slurm's PMIx server.
+    if (flashrec::ft::failure_events_kept_local() && !no_pmix_keeper) (void)flashrec::ft::keep_pmix_connection();
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -35,6 +35,10 @@ inline constexpr char kBtlIf[] = "FLASHREC_BTL_IF";
 // Set (to "1") for every task of a direct launch (launch.mode: srun, no mpirun): ULFM's failure
 // events stay inside the process, where Slurm's PMIx server cannot see them (ft/pmix_failure_events.hpp).
 inline constexpr char kDirectLaunch[] = "FLASHREC_DIRECT_LAUNCH";
+// "true" (tools/fr-mpirun's --mca async_mpi_finalize, in both modes): MPI_Finalize skips its PMIx
+// fence. Required under direct launch, where the fence would wait for a dead rank whose PMIx
+// connection the keeper holds open (ft/pmix_connection_keeper.hpp).
+inline constexpr char kAsyncMpiFinalize[] = "OMPI_MCA_async_mpi_finalize";
 
 // --- read by the launcher or the ranks, set by the user or by tests ---
 
