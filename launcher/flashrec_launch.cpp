@@ -103,11 +103,6 @@ int main(int argc, char** argv) {
                      step ? ("resuming from the checkpoint of step " + std::to_string(*step)).c_str()
                           : ("starting at step 0 (" + why + ")").c_str());
     }
-    if (plan.direct && plan.cfg.job.ranks_per_node > 1)
-        std::fprintf(stderr, "flashrec-launch: warning: direct launch with job.ranks_per_node = %d: Slurm 22.05 ends "
-                             "the whole step when a rank dies on a node where another rank of it runs (its PMIx "
-                             "server's lost connection; docs/ulfm-traps.md, trap 17): such a death costs a relaunch\n",
-                     plan.cfg.job.ranks_per_node);
     if (dry_run) {
         print_dry_run(plan, options.resume, std::cout);
         return kExitOk;

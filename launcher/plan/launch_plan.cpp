@@ -396,7 +396,7 @@ void print_dry_run(const LaunchPlan& plan, bool resume, std::ostream& out) {
         out << "\nlaunch mode    " << (plan.direct ? "srun (direct launch, no mpirun)" : "mpirun (PRRTE)")
             << " (slurm.launch: " << cfg.slurm.launch
             << (cfg.slurm.launch == "auto" ? (plan.direct ? ": no spawned spares, no launch.mpirun_args"
-                                                          : ": mpirun, for recovery.spawn, launch.mpirun_args or ranks_per_node > 1")
+                                                          : ": mpirun, for recovery.spawn or launch.mpirun_args")
                                            : "")
             << ")\n";
         out << "\nhostfile (" << plan.hostfile_path().string()

@@ -880,8 +880,7 @@ std::string to_string(Action action) {
 
 bool direct_launch_chosen(const Config& config) {
     if (config.slurm.launch == "srun") return true;
-    return config.slurm.launch == "auto" && !config.recovery.spawn && config.launch.mpirun_args.empty() &&
-           config.job.ranks_per_node == 1;
+    return config.slurm.launch == "auto" && !config.recovery.spawn && config.launch.mpirun_args.empty();
 }
 
 }  // namespace flashrec::config

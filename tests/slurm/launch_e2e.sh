@@ -39,13 +39,15 @@
 #   rank_hang        mpirun, 2 active nodes of 2 ranks, a hot spare: one rank of frnode2 is stopped
 #                    (SIGSTOP): the launcher kills that rank alone on its node (srun --overlap,
 #                    remote_kill), the hot spare takes over in-job, frnode2 is not drained
-#   direct_rank_hang the same under direct launch. NOT in ctest: Slurm 22.05 cancels the step when
-#                    a task dies on a node where another task of the step lives (its PMIx server's
-#                    PMIX_ERR_LOST_CONNECTION reaches the plugin's error handler, which kills the
-#                    step; docs/ulfm-traps.md, trap 17): the reproducer of that wall
+#   direct_node_loss2 direct launch, 2 active nodes of 2 ranks and 2 hot spares on the spare node:
+#                    a whole active node is killed, both its ranks at once; tier 1 in-job (the
+#                    8-GPU node's case: before trap 17's keeper, Slurm cancelled such a step)
+#   direct_rank_hang the same under direct launch: the killed rank shares its node with another
+#                    task of the step, whose end Slurm 22.05 answered by cancelling the step until
+#                    the PMIx connection keeper (docs/ulfm-traps.md trap 17); the step lives on
 # FLASHREC_E2E_HANG_MS overrides detection.hang_timeout_ms (3000; rank_hang 20000), e.g. to study a stall by hand.
 source "$(dirname "$0")/lib.sh"
-mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|node_cut|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss|direct_node_freeze|direct_node_cut|direct_rank_hang|direct_spares_exhausted|rank_hang> <flashrec-launch> <trainer>}
+mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|node_cut|ranks_of_node|ranks_of_node_hot|spares_exhausted|shrink|srun_launch|direct|direct_ranks_of_node_hot|direct_node_loss|direct_node_freeze|direct_node_cut|direct_node_loss2|direct_rank_hang|direct_spares_exhausted|rank_hang> <flashrec-launch> <trainer>}
 launcher=$(realpath "${2:?flashrec-launch executable}")
 trainer=$(realpath "${3:?trainer executable}")
 victim=frnode3  # an active node that is not the batch host (frnode1 runs the launcher)
@@ -63,6 +65,7 @@ idle_nodes=0    # cluster nodes outside the job's allocation
 [ "$mode" = direct_spares_exhausted ] && spare_nodes=2
 # One rank of a node stopped must not look like the whole node silent (the node timeout): two per node.
 [[ $mode == *rank_hang ]] && nodes=2 ranks_per_node=2 victim=frnode2
+[ "$mode" = direct_node_loss2 ] && nodes=2 ranks_per_node=2 victim=frnode2 hot_spares=2
 # rank_hang is judged by the hang timeout itself, and runs 5 ranks on this machine's 2 cores: their
 # busy waits (1-2 million sched_yield/s while they train over TCP between the nodes' namespaces)
 # delayed other processes by seconds: a sleeping process's wake-ups by up to 10 s (no page faults,
@@ -71,6 +74,7 @@ idle_nodes=0    # cluster nodes outside the job's allocation
 # idle between the exchanges, and the timeout is 20 s, twice the longest delay seen.
 hang_ms=3000 device_ms=0
 [[ $mode == *rank_hang ]] && hang_ms=20000 device_ms=5
+[ "$mode" = direct_node_loss2 ] && device_ms=5
 spare_node=frnode$((nodes + 1))
 cluster_up --nodes $((nodes + spare_nodes + idle_nodes))
 
@@ -135,7 +139,7 @@ kill_ms=$(date +%s%3N)
 case $mode in
     direct)
         say "no failure (direct launch)" ;;
-    node_loss | spares_exhausted | shrink | direct_node_loss)
+    node_loss | spares_exhausted | shrink | direct_node_loss | direct_node_loss2)
         "$TC/node.sh" kill "$victim" >/dev/null
         say "KILLED node $victim (every process on it)" ;;
     node_freeze | direct_node_freeze)
@@ -310,7 +314,7 @@ if relaunch:
 elif recovery:
     r = recovery[0]
     if mode in ("ranks_of_node_hot", "direct_ranks_of_node_hot", "direct_node_loss", "direct_node_freeze",
-                "direct_node_cut", "direct_rank_hang", "rank_hang"):
+                "direct_node_cut", "direct_rank_hang", "rank_hang", "direct_node_loss2"):
         assert r["tier"] == 1 and r["replacement"] == "hot", f"expected a tier-1 hot-spare recovery, got {r['replacement']}"
     print(f"tier {r['tier']} in-job recovery ({r['replacement']}) in {r['total_ms']:.0f} ms: " +
           ", ".join(f"{k} {v:.0f}" for k, v in r["phases_ms"].items()))

@@ -609,9 +609,8 @@ TEST_CASE("slurm.launch: srun is direct launch; auto only where nothing needs mp
     CHECK_FALSE(config::direct_launch_chosen(c));  // recovery.spawn defaults to true
     c.recovery.spawn = false;
     CHECK(config::direct_launch_chosen(c));
-    c.job.ranks_per_node = 2;  // a rank's death would end the step (ulfm-traps.md, trap 17)
-    CHECK_FALSE(config::direct_launch_chosen(c));
-    c.job.ranks_per_node = 1;
+    c.job.ranks_per_node = 2;  // a rank's death on a shared node is repaired in-job (trap 17's keeper)
+    CHECK(config::direct_launch_chosen(c));
     c.launch.mpirun_args = {"--bind-to", "core"};  // mpirun's own flags, which srun would drop
     CHECK_FALSE(config::direct_launch_chosen(c));
 }

@@ -197,8 +197,9 @@ std::string to_string(Action a);
 
 // slurm.launch resolved for a start inside an allocation: true = direct launch (srun). `auto`
 // takes it where nothing the config asks for needs mpirun: no spawned spares (MPI_Comm_spawn has
-// no server under srun), no launch.mpirun_args (mpirun's own flags, which srun would drop), and
-// one rank per node (with two, Slurm 22.05 ends the step at a rank's death: ulfm-traps.md, trap 17).
+// no server under srun) and no launch.mpirun_args (mpirun's own flags, which srun would drop).
+// Any ranks_per_node: a rank's death on a shared node no longer ends the step (ulfm-traps.md,
+// trap 17, ft/pmix_connection_keeper.hpp).
 bool direct_launch_chosen(const Config& config);
 
 }  // namespace flashrec::config
