@@ -335,6 +335,7 @@ void JobCore::judge(bool finished, Now now, Effects& fx) {
     for (const auto& r : ranks_)
         if (r.pid > 0) old_pids_.insert(r.pid);
     enter(JobPhase::tearing_down);
+    if (!finished && plan_.direct && layout_.slurm && !progress_.all_registered()) nodes_.failed_start(view(), fx);
     fx.emplace_back(TeardownAttempt{finished ? "the job finished; stragglers" : "the MPI job ended early",
                                     finished ? std::vector<std::string>{} : nodes_.nodes_to_check(view())});
 }

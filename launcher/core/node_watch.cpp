@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 namespace flashrec::launcher {
 
@@ -51,8 +52,14 @@ std::set<std::string> layout_nodes(const Layout& layout) {
 
 }  // namespace
 
+void NodeWatch::failed_start(const JobView& job, Effects& fx) {
+    check_every_node_ = true;
+    say(fx, "the srun step of attempt " + std::to_string(job.attempt.index) + " ended before every rank connected: " +
+                "each of its nodes is checked with srun before the next start");
+}
+
 std::vector<std::string> NodeWatch::nodes_to_check(const JobView& job) const {
-    if (!book_.any_suspect()) return {};
+    if (!book_.any_suspect() && !check_every_node_) return {};
     std::vector<std::string> out;
     for (const auto& node : layout_nodes(job.layout))
         if (!book_.is_lost(node) && !book_.given_up(node)) out.push_back(node);
@@ -62,7 +69,8 @@ std::vector<std::string> NodeWatch::nodes_to_check(const JobView& job) const {
 void NodeWatch::settle_suspects(const std::optional<std::vector<std::string>>& unreachable, const JobView& job,
                                 std::int64_t steps_done, Effects& fx) {
     const std::set<std::string> suspects = book_.take_suspects();
-    if (suspects.empty()) return;
+    const bool every_node = std::exchange(check_every_node_, false);
+    if (suspects.empty() && !every_node) return;
     const auto lose = [&](const std::string& node, const std::string& evidence) {
         if (book_.is_lost(node) || book_.given_up(node)) return;
         book_.mark_lost(node);

@@ -30,8 +30,13 @@ public:
     // already, or the spawn trap (logged as spawn_daemon_lost).
     bool on(const DaemonLost& lost, const JobView& job, bool repairing, bool starting, std::int64_t steps_done, Now now,
             Effects& fx);
+    // Under direct launch, a step that ended before every role registered: when a node cannot
+    // start its tasks, srun ends the whole step and names the node only in its own words, so
+    // every node of the layout is checked at the attempt's end (a node killed as the step
+    // started was otherwise relaunched onto until the restart-loop rule ended the job).
+    void failed_start(const JobView& job, Effects& fx);
     // The nodes to check at the attempt's end (TeardownAttempt::check_nodes): every node of the
-    // layout when PRRTE named a suspect, else none.
+    // layout when PRRTE named a suspect or a direct start failed, else none.
     std::vector<std::string> nodes_to_check(const JobView& job) const;
     // At the attempt's end: `unreachable`, the checked nodes that did not start a process (nullopt:
     // not checked, PRRTE's word stands). Those are lost; a suspect that answered is not.
@@ -55,6 +60,7 @@ public:
 private:
     NodeBook book_;
     const LaunchPlan& plan_;
+    bool check_every_node_ = false;  // failed_start: no node is named, all are checked
     // The last in-job repair that spawned a replacement (onto the spawn host): attempt and time.
     std::pair<int, SteadyTime> last_spawn_{-1, {}};
 };

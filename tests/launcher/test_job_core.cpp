@@ -873,6 +873,41 @@ TEST_CASE("direct launch: a first step that never came up is started again, then
     CHECK(h.core->outcome().name == "finished");
 }
 
+// The direct-launch chaos soak (seed 48, trial 8): a node killed as a new step started. srun ended
+// the step ("Task launch for StepId=9.1 failed on node frnode4"), words nothing reads, and every
+// later step went to that node again until the restart-loop rule ended the job (80).
+TEST_CASE("direct launch: a node dead as a new step starts is found by srun's check of every node, and left out") {
+    Harness h(direct_plan_of());
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    REQUIRE(h.asked<StartAttempt>().size() == 2);  // the warm relaunch: a new step
+    h.unreachable = {"fn2"};
+    h.mpirun_exits(exited(141));  // before any rank of the new step registered
+    h.tick();
+    REQUIRE(h.checked.size() == 1);
+    CHECK(h.checked[0] == std::vector<std::string>{"fn1", "fn2", "fn3"});  // every node of the step
+    REQUIRE(h.logged<NodeLost>().size() == 1);
+    CHECK(h.logged<NodeLost>()[0].node == "fn2");
+    CHECK(h.logged<DaemonLossUnconfirmed>().empty());  // the healthy nodes were never named
+    REQUIRE(h.asked<Drain>().size() == 1);
+    CHECK(h.asked<Drain>()[0].node == "fn2");
+    REQUIRE(h.asked<StartAttempt>().size() == 3);
+    const Layout third = h.asked<StartAttempt>()[2].layout;
+    CHECK(third.node_of_role(kRoles[2]) != "fn2");
+    CHECK(third.node_of_role(kRoles[3]) != "fn2");
+    h.unreachable.clear();
+    run_to_the_end(h, 20);
+    CHECK(h.core->outcome().name == "finished");
+}
+
+// A step that ended for another reason once every rank had registered names no node to check.
+TEST_CASE("direct launch: a step that dies after every rank registered checks no node") {
+    Harness h(direct_plan_of());
+    h.start();
+    die_at(h, 20, signalled(SIGKILL));
+    CHECK(h.checked.empty());
+}
+
 TEST_CASE("direct launch: a step that never comes up three times is a job that never started") {
     Harness h(direct_plan_of());
     h.start();

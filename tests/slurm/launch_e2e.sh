@@ -90,6 +90,16 @@ recovery: {spawn: $spawn}
 YAML
 }
 
+keepers_left() {  # the PMIx connection keepers (ft/pmix_connection_keeper.hpp) in any node's cgroup
+    local pid node
+    for ((node = 1; node <= FLASHREC_SLURM_NODES; node++)); do
+        for pid in $(cat "$(source "$TC/common.sh" && frs_cgroup_root)/frnode$node/cgroup.procs" 2>/dev/null); do
+            tr '\0' ' ' < /proc/"$pid"/cmdline 2>/dev/null | grep -q '^flashrec-pmix-keeper ' && echo "frnode$node:$pid"
+        done
+    done
+    return 0
+}
+
 trainer_ranks_on() {  # <node>: the trainer processes in the node's cgroup
     local pid
     for pid in $(cat "$(source "$TC/common.sh" && frs_cgroup_root)/$1/cgroup.procs" 2>/dev/null); do
@@ -207,6 +217,12 @@ grep -av '^step \|flashrec-launch: step \|checkpoint: step ' "$out" | sed 's/^/ 
 for _ in $(seq 150); do shm_clean "fr-e2e-$mode" "$job" && break; sleep 0.2; done
 shm_clean "fr-e2e-$mode" "$job" || fail "30 s after the job's end, /dev/shm still holds the job's $FRS_SHM_LEFT"
 say "every node's /dev/shm is free of the job's segments"
+if [[ $mode == direct* ]]; then
+    # Each rank's keeper ends within a second of its step's slurmstepd.
+    no_keepers() { [ -z "$(keepers_left)" ]; }
+    wait_until 20 "the PMIx connection keepers gone after the job" no_keepers
+    say "no PMIx connection keeper left"
+fi
 
 final=$(grep -a '^final_checksum=' "$out" | tail -n 1 | sed 's/^final_checksum=//')
 if [ "$mode" = direct ]; then
