@@ -33,6 +33,9 @@ constexpr const char* kServerUriVariables[] = {"PMIX_SERVER_URI41", "PMIX_SERVER
 // the rank holds (it reads end-of-file once the rank is gone, however it ended).
 constexpr int kKeptSocketFd = 3;
 constexpr int kRankAliveFd = 4;
+// Until the exec: where the keeper-to-be reports why it could not become the keeper (an errno).
+// Close-on-exec, so the rank reads end of file once the exec took.
+constexpr int kStartReportFd = 5;
 // The keeper is /bin/sh (nothing of the rank's memory stays mapped) with argv[0] its name, for ps;
 // $1 is the server's pid. It waits for the rank's end, then holds the socket without reading it
 // (PMIx made it non-blocking, which a shell cannot read) until the server's process is gone.
@@ -74,20 +77,30 @@ std::vector<int> open_fds() {
 }
 
 // After fork, in the keeper-to-be: async-signal-safe calls only (the rank has other threads).
-[[noreturn]] void become_keeper(int socket_fd, int alive_read_fd, char* const argv[], char* const envp[]) {
-    // Above every fd the rank may have, so that placing them at 3 and 4 overwrites nothing needed.
+[[noreturn]] void become_keeper(int socket_fd, int alive_read_fd, int report_fd, char* const argv[],
+                                char* const envp[]) {
+    const auto give_up = [&](int fd) {
+        const int error = errno;
+        (void)!::write(fd, &error, sizeof error);
+        ::_exit(127);
+    };
+    // Above every fd the rank may have, so that placing them at 3, 4 and 5 overwrites nothing needed.
     const int socket_copy = ::fcntl(socket_fd, F_DUPFD, 64);
     const int alive_copy = ::fcntl(alive_read_fd, F_DUPFD, 64);
-    if (socket_copy < 0 || alive_copy < 0) ::_exit(127);
-    if (::dup2(socket_copy, kKeptSocketFd) < 0 || ::dup2(alive_copy, kRankAliveFd) < 0) ::_exit(127);
+    const int report_copy = ::fcntl(report_fd, F_DUPFD_CLOEXEC, 64);
+    if (report_copy < 0) ::_exit(127);
+    if (socket_copy < 0 || alive_copy < 0) give_up(report_copy);
+    if (::dup2(socket_copy, kKeptSocketFd) < 0 || ::dup2(alive_copy, kRankAliveFd) < 0 ||
+        ::dup3(report_copy, kStartReportFd, O_CLOEXEC) < 0)
+        give_up(report_copy);
     // No stdio of the rank: slurmstepd ends a step only once every task's output has closed.
     const int null_fd = ::open("/dev/null", O_RDWR);
-    if (null_fd < 0) ::_exit(127);
+    if (null_fd < 0) give_up(kStartReportFd);
     for (int fd = 0; fd <= 2; ++fd) ::dup2(null_fd, fd);
     // Nothing else of the rank: its MPI sockets must close when it dies, as must the launcher's
     // control connection.
-    if (::syscall(SYS_close_range, kRankAliveFd + 1, ~0U, 0) != 0)
-        for (int fd = kRankAliveFd + 1; fd < 65536; ++fd) ::close(fd);
+    if (::syscall(SYS_close_range, kStartReportFd + 1, ~0U, 0) != 0)
+        for (int fd = kStartReportFd + 1; fd < 65536; ++fd) ::close(fd);
     // The rank's blocked signals and handlers are not the keeper's: the step's end may signal it.
     sigset_t none;
     ::sigemptyset(&none);
@@ -96,7 +109,8 @@ std::vector<int> open_fds() {
     dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD}) ::sigaction(sig, &dfl, nullptr);
     ::execve("/bin/sh", argv, envp);
-    ::_exit(127);
+    give_up(kStartReportFd);
+    ::_exit(127);  // give_up does not return
 }
 
 }  // namespace
@@ -184,7 +198,7 @@ KeptPmixConnection keep_pmix_connection() {
     if (middle < 0) throw fail(std::string("fork: ") + std::strerror(errno));
     if (middle == 0) {
         const pid_t keeper = ::fork();
-        if (keeper == 0) become_keeper(kept.connection_fd, alive[0], argv, envp);
+        if (keeper == 0) become_keeper(kept.connection_fd, alive[0], pid_pipe[1], argv, envp);
         (void)!::write(pid_pipe[1], &keeper, sizeof keeper);
         ::_exit(keeper < 0 ? 1 : 0);
     }
@@ -195,10 +209,19 @@ KeptPmixConnection keep_pmix_connection() {
     }
     pid_t keeper = -1;
     const ssize_t got = ::read(pid_pipe[0], &keeper, sizeof keeper);
+    // Then end of file once the keeper's exec took (the pipe is close-on-exec), or its errno.
+    int exec_error = 0;
+    ssize_t more = 0;
+    while ((more = ::read(pid_pipe[0], &exec_error, sizeof exec_error)) < 0 && errno == EINTR) {
+    }
     ::close(pid_pipe[0]);
     if (got != static_cast<ssize_t>(sizeof keeper) || keeper <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         ::close(alive[1]);
         throw fail("the keeper process did not start (fork failed)");
+    }
+    if (more > 0) {
+        ::close(alive[1]);
+        throw fail(std::string("the keeper could not run /bin/sh: ") + std::strerror(exec_error));
     }
     kept.keeper = keeper;
     return kept;
