@@ -177,7 +177,8 @@ class SlurmChaos:
 
     def _job_pids(self):
         """Processes inside the test nodes' cgroups that belong to the job: the launcher, mpirun,
-        PRRTE's daemons and the ranks carry the job's SLURM_JOB_NAME (or are the trainer)."""
+        PRRTE's daemons and the ranks carry the job's SLURM_JOB_NAME (or are the trainer), and
+        the ranks' PMIx connection keepers (ft/pmix_connection_keeper.hpp)."""
         mount = next((line.split()[4] for line in open("/proc/self/mountinfo") if " - cgroup2 " in line), None)
         root = os.path.join(mount or "/sys/fs/cgroup", "flashrec-slurm")
         want = f"SLURM_JOB_NAME={self.job}".encode()
@@ -197,7 +198,8 @@ class SlurmChaos:
                         argv0 = f.read().split(b"\0")[0]
                 except OSError:
                     continue
-                if want in env or argv0 == self.trainer.encode():
+                # A rank's PMIx connection keeper (direct launch) carries no environment of the job.
+                if want in env or argv0 in (self.trainer.encode(), b"flashrec-pmix-keeper"):
                     out.append(pid)
         return out
 
