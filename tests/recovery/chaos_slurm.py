@@ -264,10 +264,13 @@ class SlurmChaos:
                     killed.append(b)
                     ran = any(e["event"] == "job_running" for e in ev[seen:])
                     note += f"; killed {b} in the warm relaunch (attempt {relaunch['attempt']}{', running' if ran else ''})"
-                    # Truly gone: no checkpoint, and the two dead nodes ran adjacent roles of the
-                    # first layout (one held the other's only replica, holder (r + 1) % 4).
+                    # Truly gone: no checkpoint written yet (none configured, or the first kill
+                    # came before checkpoint.every_steps), and the two dead nodes ran adjacent
+                    # roles of the first layout (one held the other's only replica, holder
+                    # (r + 1) % 4).
+                    checkpointed = setting[2] and any(e["event"] == "checkpoint" for e in ev)
                     ra, rb = first_nodes.index(killed[0]), (first_nodes.index(b) if b in first_nodes else None)
-                    state_gone = not setting[2] and rb is not None and (ra - rb) % 4 in (1, 3)
+                    state_gone = not checkpointed and rb is not None and (ra - rb) % 4 in (1, 3)
                     phase = 9
             time.sleep(0.1)
         seconds = time.monotonic() - start
