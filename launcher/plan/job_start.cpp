@@ -109,10 +109,10 @@ std::vector<std::string> child_environment(const LaunchPlan& plan, char** inheri
                                            const Layout& layout, const ControlAccess& access) {
     std::vector<std::string> env;
     // The variables this launch sets: an inherited value must never reach the ranks.
-    static constexpr std::array<std::string_view, 11> kOurs = {
+    static constexpr std::array<std::string_view, 12> kOurs = {
         ft::env::kControl,    ft::env::kToken,      ft::env::kLaunchId,        ft::env::kRelaunch,
         ft::env::kResume,     ft::env::kRoleOfRank, ft::env::kCheckpointAndExit, ft::env::kSpareHost,
-        ft::env::kTransport,  ft::env::kDetectorPeriodMs, ft::env::kDetectorTimeoutMs};
+        ft::env::kTransport,  ft::env::kDetectorPeriodMs, ft::env::kDetectorTimeoutMs, ft::env::kYieldWhenIdle};
     const auto rank_vars = plan.rank_variables(launch, layout);
     for (char** e = inherited; *e; ++e) {
         const std::string_view entry(*e);

@@ -43,6 +43,7 @@ constexpr std::array<std::string_view, 2> kJobPlacements = {"block", "cyclic"};
 constexpr std::array<std::string_view, 2> kProtectionPlacements = {"node-aware", "ring"};
 constexpr std::array<std::string_view, 2> kReplayChecks = {"start", "off"};
 constexpr std::array<std::string_view, 2> kSparePolicies = {"shrink", "checkpoint-and-requeue"};
+constexpr std::array<std::string_view, 3> kYieldChoices = {"auto", "true", "false"};
 constexpr std::array<std::string_view, 3> kNcclRepairs = {"auto", "shrink_grow", "reinit"};
 constexpr std::array<std::string_view, 3> kSlurmLaunchModes = {"mpirun", "srun", "auto"};
 constexpr std::array<std::string_view, 3> kTransports = {"tcp", "shm", "auto"};
@@ -200,6 +201,7 @@ const std::vector<Field<Mpi>>& mpi_fields() {
     static const std::vector<Field<Mpi>> fields = {
         {.key = "transport", .member = &Mpi::transport, .choices = kTransports, .refused = refused_transport},
         {.key = "detector", .member = &Mpi::detector},
+        {.key = "yield_when_idle", .member = &Mpi::yield_when_idle, .choices = kYieldChoices},
         {.key = "detector_period_ms", .member = &Mpi::detector_period_ms, .min = 1},
         {.key = "detector_timeout_ms", .member = &Mpi::detector_timeout_ms, .min = 1},
     };
@@ -818,6 +820,11 @@ Mpi with_environment(const Mpi& mpi, const std::function<const char*(const char*
             fail(ft::env::kTransport, one_of(*transport, kTransports));
         out.transport = *transport;
     }
+    if (const auto yield = given(ft::env::kYieldWhenIdle)) {
+        if (std::find(kYieldChoices.begin(), kYieldChoices.end(), *yield) == kYieldChoices.end())
+            fail(ft::env::kYieldWhenIdle, one_of(*yield, kYieldChoices));
+        out.yield_when_idle = *yield;
+    }
     const auto milliseconds = [&](const char* name, int& into) {
         const auto text = given(name);
         if (!text) return;
@@ -841,7 +848,8 @@ std::vector<std::pair<std::string, std::string>> wrapper_variables(const Mpi& mp
     return {{ft::env::kTransport, mpi.transport},
             {ft::env::kDetector, mpi.detector ? "on" : "off"},
             {ft::env::kDetectorPeriodMs, std::to_string(mpi.detector_period_ms)},
-            {ft::env::kDetectorTimeoutMs, std::to_string(mpi.detector_timeout_ms)}};
+            {ft::env::kDetectorTimeoutMs, std::to_string(mpi.detector_timeout_ms)},
+            {ft::env::kYieldWhenIdle, mpi.yield_when_idle}};
 }
 
 Config load(const std::string& path) {

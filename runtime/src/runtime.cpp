@@ -139,7 +139,10 @@ MpiSession::MpiSession(int& argc, char**& argv) {
         MPI_Comm_size(host, &on_host);
         MPI_Comm_free(&host);
     }
-    host_oversubscribed = on_host > ::sysconf(_SC_NPROCESSORS_ONLN);
+    // Or told so: nodes that share one machine (mpi.yield_when_idle: true) look alone to MPI.
+    const char* yield_value = std::getenv(ft::env::kMpiYieldWhenIdle);
+    const std::string_view yield = yield_value ? yield_value : "";
+    host_oversubscribed = on_host > ::sysconf(_SC_NPROCESSORS_ONLN) || yield == "1" || yield == "true" || yield == "yes";
     int world_rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     exit_notices.emplace(world_rank == 0);

@@ -63,8 +63,8 @@ struct MpiSession {
     // that ends MPI goes through here: a released spare's MPI_Iprobe after MPI_Finalize was
     // fatal ("MPI_Iprobe on a NULL communicator", mpirun exit 14) over shm.
     void finalize();
-    // More MPI processes on this host than it has cores online: Open MPI then yields when
-    // idle (mpi_yield_when_idle), and flashrec's waits must not spin either.
+    // More MPI processes on this host than it has cores online, or Open MPI told to yield
+    // when idle (mpi.yield_when_idle: true): flashrec's waits must not spin either.
     bool host_oversubscribed = false;
     // Open MPI's in-band failure detector, as MPI was started (the transport's MCA flags).
     ft::InBandDetector detector;

@@ -75,6 +75,12 @@ idle_nodes=0    # cluster nodes outside the job's allocation
 hang_ms=3000 device_ms=0
 [[ $mode == *rank_hang ]] && hang_ms=20000 device_ms=5
 [ "$mode" = direct_node_loss2 ] && device_ms=5
+# The cluster's nodes share this machine's 2 cores, which MPI cannot see: a waiting rank yields
+# (mpi.yield_when_idle: true). Busy-polling instead (auto: Open MPI's choice, which never yields
+# under srun) made each message between the nodes wait for the peer's time slice: a 5-rank
+# barrier 10 ms instead of 41 us, a repair's rebuild 0.3-1.5 s (docs/slurm.md). For the
+# busy-polling figures: FLASHREC_E2E_YIELD=auto. FLASHREC_E2E_TRANSPORT sets mpi.transport.
+yield_when_idle=${FLASHREC_E2E_YIELD:-true} transport=${FLASHREC_E2E_TRANSPORT:-auto}
 spare_node=frnode$((nodes + 1))
 cluster_up --nodes $((nodes + spare_nodes + idle_nodes))
 
@@ -84,6 +90,7 @@ job: {name: fr-e2e-$mode, nodes: $nodes, ranks_per_node: $ranks_per_node, dp: 4,
 launch: {program: $trainer}
 trainer: {model: {input: 16, hidden: 32, output: 4}, batch_per_rank: 8, lr: 0.01, log_every: 100, device_ms: $device_ms}
 detection: {hang_timeout_ms: ${FLASHREC_E2E_HANG_MS:-$hang_ms}}
+mpi: {transport: $transport, yield_when_idle: $yield_when_idle}
 checkpoint: {dir: $2, every_steps: 50}
 slurm: {when_spares_exhausted: $policy, launch: $launch}
 recovery: {spawn: $spawn}

@@ -59,6 +59,11 @@ TEST_CASE("mpi: defaults, yaml, and what train.yaml refuses") {
     CHECK(error_of("mpi: {detector_period_ms: 200, detector_timeout_ms: 300}\n")
               .find("mpi.detector_timeout_ms must be >= 2 * mpi.detector_period_ms = 400") != std::string::npos);
     CHECK(error_of("mpi: {detector_period_ms: 0}\n").find("mpi.detector_period_ms") != std::string::npos);
+    CHECK(defaults.yield_when_idle == "auto");
+    CHECK(config::parse("mpi: {yield_when_idle: true}\n", "train.yaml").mpi.yield_when_idle == "true");
+    CHECK(config::parse("mpi: {yield_when_idle: false}\n", "train.yaml").mpi.yield_when_idle == "false");
+    CHECK(error_of("mpi: {yield_when_idle: sometimes}\n").find("mpi.yield_when_idle must be one of auto, true, false") !=
+          std::string::npos);
     // A detection key in the wrong section says where it belongs.
     CHECK(error_of("detection: {transport: shm}\n").find("it belongs in 'mpi'") != std::string::npos);
 }
@@ -81,6 +86,10 @@ TEST_CASE("mpi: the environment overrides train.yaml; empty means unset") {
                          flashrec::ConfigError);
     CHECK_THROWS_WITH_AS(with(yaml, {{"FLASHREC_TRANSPORT", "verbs"}}),
                          doctest::Contains("FLASHREC_TRANSPORT must be one of tcp, shm, auto"), flashrec::ConfigError);
+    CHECK(with(yaml, {{"FLASHREC_YIELD_WHEN_IDLE", "true"}}).yield_when_idle == "true");
+    CHECK_THROWS_WITH_AS(with(yaml, {{"FLASHREC_YIELD_WHEN_IDLE", "1"}}),
+                         doctest::Contains("FLASHREC_YIELD_WHEN_IDLE must be one of auto, true, false"),
+                         flashrec::ConfigError);
     CHECK_THROWS_WITH_AS(with(yaml, {{"FLASHREC_DETECTOR_PERIOD_MS", "0.2"}}),
                          doctest::Contains("whole number of milliseconds"), flashrec::ConfigError);
     // The override is checked against train.yaml's other value.
@@ -94,13 +103,16 @@ TEST_CASE("mpi: what fr-mpirun is told") {
     mpi.detector_period_ms = 100;
     mpi.detector_timeout_ms = 1000;
     const auto vars = config::wrapper_variables(mpi);
-    REQUIRE(vars.size() == 4);
+    REQUIRE(vars.size() == 5);
     CHECK(vars[0] == std::pair<std::string, std::string>{"FLASHREC_TRANSPORT", "auto"});
     CHECK(vars[1] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR", "off"});
     CHECK(vars[2] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR_PERIOD_MS", "100"});
     CHECK(vars[3] == std::pair<std::string, std::string>{"FLASHREC_DETECTOR_TIMEOUT_MS", "1000"});
+    CHECK(vars[4] == std::pair<std::string, std::string>{"FLASHREC_YIELD_WHEN_IDLE", "auto"});
     mpi.detector = true;
+    mpi.yield_when_idle = "true";
     CHECK(config::wrapper_variables(mpi)[1].second == "on");
+    CHECK(config::wrapper_variables(mpi)[4].second == "true");
 }
 
 TEST_CASE("progress ticker: only for the in-band detector without its own thread") {

@@ -50,6 +50,12 @@ inline constexpr char kTransport[] = "FLASHREC_TRANSPORT";
 inline constexpr char kDetector[] = "FLASHREC_DETECTOR";
 inline constexpr char kDetectorPeriodMs[] = "FLASHREC_DETECTOR_PERIOD_MS";
 inline constexpr char kDetectorTimeoutMs[] = "FLASHREC_DETECTOR_TIMEOUT_MS";
+// mpi.yield_when_idle (auto | true | false) for tools/fr-mpirun, the same way: true and false
+// become Open MPI's mpi_yield_when_idle (kMpiYieldWhenIdle in the ranks), auto leaves it to Open MPI.
+inline constexpr char kYieldWhenIdle[] = "FLASHREC_YIELD_WHEN_IDLE";
+// Open MPI's own: "1"/"true" makes a waiting rank yield its core; the runtime's waits then
+// sleep as well (MpiSession::host_oversubscribed).
+inline constexpr char kMpiYieldWhenIdle[] = "OMPI_MCA_mpi_yield_when_idle";
 
 // train.yaml of a rank when argv carries no --config.
 inline constexpr char kConfig[] = "FLASHREC_CONFIG";
