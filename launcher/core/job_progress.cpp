@@ -42,6 +42,7 @@ void JobProgress::new_attempt(SteadyTime start) {
     ranks_gone_since_.reset();
     finished_.clear();
     last_records_.clear();
+    named_lost_.clear();
 }
 
 void JobProgress::on(const ft::records::Step& s, Now now) {
@@ -154,8 +155,9 @@ void JobProgress::check_ranks_gone(const JobView& job, Now now, Change& change, 
     // A bounded end (issue 15, case 10): every process of this attempt that ever registered has
     // left (BYE) or was lost, and the roles were all there once; mpirun gets kMpirunEndGrace.
     // Not so when the ranks ended the attempt themselves (an ending_job record: a job death) and
-    // every process is accounted for: it sent its last record before its connection closed, or
-    // it is a process of this host that is gone. Then nothing is left for mpirun to wait for
+    // every process is accounted for: it sent its last record before its connection closed, it
+    // is a process of this host that is gone, or its connection was lost and the others' ending_job
+    // records name its role dead (under srun a killed node's task kept srun waiting out the grace). Then nothing is left for mpirun to wait for
     // (issue 46: a warm relaunch waited out the grace). A finished job keeps the grace: mpirun's
     // own exit forwards the ranks' last output, which is then the user's result.
     if (!all_registered_ || job.phase != JobPhase::running) return;
@@ -168,6 +170,8 @@ void JobProgress::check_ranks_gone(const JobView& job, Now now, Change& change, 
         if (r.status == RankStatus::lost && job.alive_here(r.hostname, r.pid)) all_gone = false;
         const auto record = last_records_.find(r.pid);
         if (record != last_records_.end()) ended_by_ranks |= record->second == LastRecord::ending_job;
+        // Lost, and named dead by the others: its node may be gone, and with it any record.
+        else if (r.status == RankStatus::lost && named_lost_.count(r.role)) continue;
         // pids_to_watch covers every process of this host whose connection closed.
         else if (r.hostname != job.local_host || job.alive_here(r.hostname, r.pid)) all_accounted = false;
     }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,7 +32,10 @@ public:
         finished_[finished.role] = finished.steps;
         last_records_[finished.pid] = LastRecord::role_finished;
     }
-    void on(const ft::records::EndingJob& ending) { last_records_[ending.pid] = LastRecord::ending_job; }
+    void on(const ft::records::EndingJob& ending) {
+        last_records_[ending.pid] = LastRecord::ending_job;
+        named_lost_.insert(ending.lost_roles.begin(), ending.lost_roles.end());
+    }
     void on(const ft::records::SpareReleased& released) { last_records_[released.pid] = LastRecord::spare_released; }
 
     // The finish rule: every active role of this attempt sent role_finished with steps == job.steps
@@ -90,6 +94,9 @@ private:
     // sent one and closed its connection, or is known dead, nothing is left for mpirun to wait for.
     enum class LastRecord : std::uint8_t { role_finished, ending_job, spare_released };
     std::map<std::int32_t, LastRecord> last_records_;  // pid -> its last record
+    // The roles the ranks' ending_job records name as dead (ULFM agreed they failed): such a
+    // process is accounted for without a record, wherever it ran (a killed node sends none).
+    std::set<std::string> named_lost_;
     std::optional<std::pair<SteadyTime, std::int64_t>> first_step_seen_, last_step_seen_;  // the whole job's
     SteadyTime last_print_{};
     std::int64_t last_printed_step_ = -2;

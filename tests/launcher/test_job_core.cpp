@@ -1140,6 +1140,49 @@ TEST_CASE("incident: one process of the attempt left without its last record and
     CHECK(lingered[0].grace_ms == 10000);
 }
 
+// Issue 47: under srun, a killed node's task sends no record; the survivors found no spare and
+// ended the step naming its role dead, and srun waited out the 10 s grace for the dead node.
+TEST_CASE("incident: a lost process the others' ending_job names dead is accounted for: srun is ended at once") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    h.lose(kRoles[3]);  // on fn2, not this host: its node was killed
+    for (auto& r : h.ranks) {
+        if (r.role == kRoles[3]) continue;
+        if (is_spare_role(r.role)) h.feed(records::SpareReleased{r.pid});
+        else h.feed(records::EndingJob{flashrec::ft::kExitNoSpare, r.pid, "no spare", {kRoles[3]}});
+        r.status = RankStatus::exited;
+        h.dead.insert(r.pid);
+    }
+    h.tick();
+    const auto lingered = h.logged<MpirunLingered>();
+    REQUIRE(lingered.size() == 1);
+    CHECK(lingered[0].rule == "every_process_accounted_for");
+    CHECK(lingered[0].grace_ms == 0);
+}
+
+TEST_CASE("incident: a lost process nobody named dead keeps srun's grace") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 20);
+    h.lose(kRoles[3]);
+    for (auto& r : h.ranks) {
+        if (r.role == kRoles[3]) continue;
+        if (is_spare_role(r.role)) h.feed(records::SpareReleased{r.pid});
+        else h.feed(records::EndingJob{flashrec::ft::kExitNoSpare, r.pid, "no spare", {kRoles[2]}});
+        r.status = RankStatus::exited;
+        h.dead.insert(r.pid);
+    }
+    h.run_for(milliseconds(9900));
+    CHECK(h.logged<MpirunLingered>().empty());
+    h.run_for(milliseconds(200));
+    const auto lingered = h.logged<MpirunLingered>();
+    REQUIRE(lingered.size() == 1);
+    CHECK(lingered[0].rule == "grace_expired");
+}
+
 TEST_CASE("incident: a finished attempt keeps mpirun's grace (its exit forwards the ranks' last output)") {
     Harness h(plan_of());
     h.start();
