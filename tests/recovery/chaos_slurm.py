@@ -124,10 +124,11 @@ class Cluster:
 
 
 class SlurmChaos:
-    def __init__(self, cluster, launcher, trainer, tool, job_name, job_timeout, launch="mpirun"):
+    def __init__(self, cluster, launcher, trainer, tool, job_name, job_timeout, launch="mpirun", yield_when_idle="auto"):
         self.c, self.launcher, self.trainer, self.tool = cluster, launcher, trainer, tool
         self.job, self.job_timeout, self.refs = job_name, job_timeout, {}
         self.launch = launch
+        self.yield_when_idle = yield_when_idle
 
     def yaml(self, path, setting, ckpt):
         shards, hot, checkpoint = setting
@@ -143,6 +144,8 @@ class SlurmChaos:
                 f"slurm: {{launch: {self.launch}, when_spares_exhausted: shrink}}\n")
         if self.launch == "srun":
             text += "recovery: {spawn: false}\n"  # MPI_Comm_spawn has no server under srun
+        if self.yield_when_idle != "auto":
+            text += f"mpi: {{yield_when_idle: {self.yield_when_idle}}}\n"
         if checkpoint:
             text += f"checkpoint: {{dir: {ckpt}, every_steps: 50}}\n"
         with open(path, "w") as f:
@@ -379,6 +382,8 @@ def main():
     ap.add_argument("--keep-all", action="store_true", help="with --keep-failed: every trial's, passed or not")
     ap.add_argument("--launch", choices=["mpirun", "srun"], default="mpirun",
                     help="slurm.launch of every trial's train.yaml (srun: direct launch, issue 47)")
+    ap.add_argument("--yield-when-idle", choices=["auto", "true", "false"], default="auto",
+                    help="mpi.yield_when_idle of every trial (true: the cluster's nodes share this machine's cores)")
     ap.add_argument("--table", metavar="RESULTS",
                     help="only print the soak table of a --results file (trials of several runs, or of a run cut short)")
     a = ap.parse_args()
@@ -397,7 +402,7 @@ def main():
     rows, secs = {}, {}
     with Cluster() as c:
         soak = SlurmChaos(c, os.path.realpath(a.launcher), os.path.realpath(a.trainer), os.path.realpath(a.slurm_tool),
-                          a.job_name, a.job_timeout, a.launch)
+                          a.job_name, a.job_timeout, a.launch, a.yield_when_idle)
         for t in range(a.trials):
             category = pool[t % len(pool)] if a.cycle else rng.choice(pool)
             name, verdict, out, seconds = soak.trial(rng, t, category, a.keep_failed, a.keep_all)
@@ -410,7 +415,7 @@ def main():
                 with open(a.results, "a") as f:
                     f.write(json.dumps({"event": "chaos_trial", "seed": a.seed, "trial": t, "category": category,
                                         "every": "1", "verdict": verdict, "seconds": round(seconds, 2),
-                                        "launch": a.launch, **soak.last_in_job, "name": name}) + "\n")
+                                        "launch": a.launch, "yield_when_idle": a.yield_when_idle, **soak.last_in_job, "name": name}) + "\n")
             if not ok:
                 print(out[-2500:], flush=True)
                 if a.keep_failed:

@@ -179,6 +179,9 @@ case $mode in
     *) fail "unknown mode $mode" ;;
 esac
 
+# What was injected, when, for bench/direct_launch/failure_table.py (FLASHREC_E2E_KEEP keeps it).
+printf '{"mode": "%s", "victim": "%s", "injected_unix_ms": %s, "transport": "%s", "yield_when_idle": "%s"}\n' \
+    "$mode" "$victim" "$kill_ms" "$transport" "$yield_when_idle" > "$FRS_JOB_DIR/injected.json"
 if [ "$mode" = spares_exhausted ]; then
     wait_until 90 "job $job requeued and started again" release_requeued "$job"
 fi
