@@ -1140,6 +1140,18 @@ TEST_CASE("incident: one process of the attempt left without its last record and
     CHECK(lingered[0].grace_ms == 10000);
 }
 
+// Every process but `lost`'s leaves with its last record: the ranks' ending_job (77) names
+// `named` dead, the spare's is spare_released.
+void others_end_naming(Harness& h, const std::string& lost, const std::string& named) {
+    for (auto& r : h.ranks) {
+        if (r.role == lost) continue;
+        if (is_spare_role(r.role)) h.feed(records::SpareReleased{r.pid});
+        else h.feed(records::EndingJob{flashrec::ft::kExitNoSpare, r.pid, "no spare", {named}});
+        r.status = RankStatus::exited;
+        h.dead.insert(r.pid);
+    }
+}
+
 // Issue 47: under srun, a killed node's task sends no record; the survivors found no spare and
 // ended the step naming its role dead, and srun waited out the 10 s grace for the dead node.
 TEST_CASE("incident: a lost process the others' ending_job names dead is accounted for: srun is ended at once") {
@@ -1148,13 +1160,7 @@ TEST_CASE("incident: a lost process the others' ending_job names dead is account
     h.register_all();
     h.steps(0, 20);
     h.lose(kRoles[3]);  // on fn2, not this host: its node was killed
-    for (auto& r : h.ranks) {
-        if (r.role == kRoles[3]) continue;
-        if (is_spare_role(r.role)) h.feed(records::SpareReleased{r.pid});
-        else h.feed(records::EndingJob{flashrec::ft::kExitNoSpare, r.pid, "no spare", {kRoles[3]}});
-        r.status = RankStatus::exited;
-        h.dead.insert(r.pid);
-    }
+    others_end_naming(h, kRoles[3], kRoles[3]);
     h.tick();
     const auto lingered = h.logged<MpirunLingered>();
     REQUIRE(lingered.size() == 1);
@@ -1168,13 +1174,7 @@ TEST_CASE("incident: a lost process nobody named dead keeps srun's grace") {
     h.register_all();
     h.steps(0, 20);
     h.lose(kRoles[3]);
-    for (auto& r : h.ranks) {
-        if (r.role == kRoles[3]) continue;
-        if (is_spare_role(r.role)) h.feed(records::SpareReleased{r.pid});
-        else h.feed(records::EndingJob{flashrec::ft::kExitNoSpare, r.pid, "no spare", {kRoles[2]}});
-        r.status = RankStatus::exited;
-        h.dead.insert(r.pid);
-    }
+    others_end_naming(h, kRoles[3], kRoles[2]);
     h.run_for(milliseconds(9900));
     CHECK(h.logged<MpirunLingered>().empty());
     h.run_for(milliseconds(200));
