@@ -51,7 +51,7 @@ mode=${1:?usage: launch_e2e.sh <node_loss|node_freeze|node_cut|ranks_of_node|ran
 launcher=$(realpath "${2:?flashrec-launch executable}")
 trainer=$(realpath "${3:?trainer executable}")
 victim=frnode3  # an active node that is not the batch host (frnode1 runs the launcher)
-steps=300
+steps=600
 kill_after=80   # steps completed before the failure
 
 nodes=4 ranks_per_node=1 spare_nodes=1 policy=shrink hot_spares=0 launch=mpirun spawn=true
@@ -70,11 +70,12 @@ idle_nodes=0    # cluster nodes outside the job's allocation
 # busy waits (1-2 million sched_yield/s while they train over TCP between the nodes' namespaces)
 # delayed other processes by seconds: a sleeping process's wake-ups by up to 10 s (no page faults,
 # no steal time: the scheduler), the heartbeats seen on the bridge likewise, and a rank was found
-# hung that was not. Here a step waits 5 ms as on a GPU (trainer.device_ms), which leaves the cores
-# idle between the exchanges, and the timeout is 20 s, twice the longest delay seen.
-hang_ms=3000 device_ms=0
-[[ $mode == *rank_hang ]] && hang_ms=20000 device_ms=5
-[ "$mode" = direct_node_loss2 ] && device_ms=5
+# hung that was not. Here the timeout is 20 s, twice the longest delay seen.
+# Every mode's step waits 5 ms as on a GPU (trainer.device_ms), which leaves the cores idle between
+# the exchanges; with the ranks yielding (below) a step without it took 3 ms, and the job ended
+# before the failure could be injected.
+hang_ms=3000 device_ms=5
+[[ $mode == *rank_hang ]] && hang_ms=20000
 # The cluster's nodes share this machine's 2 cores, which MPI cannot see: a waiting rank yields
 # (mpi.yield_when_idle: true). Busy-polling instead (auto: Open MPI's choice, which never yields
 # under srun) made each message between the nodes wait for the peer's time slice: a 5-rank
