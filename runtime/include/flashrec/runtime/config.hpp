@@ -97,11 +97,12 @@ struct Detection {
 // detector: Open MPI's in-band heartbeat failure detector (shm only; off by default: it
 // declared live ranks failed on a loaded machine, trap 11, and nothing needs it since the notices).
 // yield_when_idle: whether a waiting rank gives its core away (Open MPI's mpi_yield_when_idle)
-//   auto   Open MPI's choice: under mpirun, yes when a node runs more ranks than its slots;
-//          under srun (direct launch), never
+//   auto   Open MPI's choice: under mpirun, yes when PRRTE finds a node oversubscribed (more
+//          ranks than slots); under srun (direct launch), never
 //   true   always: for more ranks than cores where neither can see it (nodes that share one
 //          machine, as the Slurm test cluster's do); flashrec's own waits then sleep too
-//   false  never (busy-polling: the lowest latency when every rank has a core)
+//   false  off (busy-polling: the lowest latency when every rank has a core; an oversubscribed
+//          mpirun still makes its ranks yield)
 struct Mpi {
     std::string transport = "auto";
     std::string yield_when_idle = "auto";
