@@ -156,8 +156,9 @@ void JobProgress::check_ranks_gone(const JobView& job, Now now, Change& change, 
     // left (BYE) or was lost, and the roles were all there once; mpirun gets kMpirunEndGrace.
     // Not so when the ranks ended the attempt themselves (an ending_job record: a job death) and
     // every process is accounted for: it sent its last record before its connection closed, it
-    // is a process of this host that is gone, or its connection was lost and the others' ending_job
-    // records name its role dead (under srun a killed node's task kept srun waiting out the grace). Then nothing is left for mpirun to wait for
+    // is a process of this host that is gone, or its connection was lost and the others'
+    // ending_job records name its role dead (under srun a killed node's task kept srun waiting
+    // out the grace). Then nothing is left for mpirun to wait for
     // (issue 46: a warm relaunch waited out the grace). A finished job keeps the grace: mpirun's
     // own exit forwards the ranks' last output, which is then the user's result.
     if (!all_registered_ || job.phase != JobPhase::running) return;
