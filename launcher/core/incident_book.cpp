@@ -201,7 +201,7 @@ void IncidentBook::on(const RankLost& lost, const JobView& job, Now now, Effects
         return;
     }
     note_failure(now.steady);
-    pending_lost_.push_back({inc, now.steady, now.wall});
+    pending_lost_.push_back({inc, now.steady, now.wall, job.last_step});
 }
 
 void IncidentBook::on_recovery(const ft::records::Recovery& r, const std::string& by, const JobView& job,
@@ -227,7 +227,7 @@ void IncidentBook::on_recovery(const ft::records::Recovery& r, const std::string
     progressed();
 }
 
-void IncidentBook::on_tick(const JobView& job, NodeWatch& nodes, std::int64_t steps_done, Now now, Effects& fx) {
+void IncidentBook::on_tick(const JobView& job, NodeWatch& nodes, Now now, Effects& fx) {
     // A rank stalled behind a peer that is being repaired cannot move until the repair is done
     // (under load that takes longer than the confirmation): its stall is judged after it.
     const bool repair_under_way = repairing(job.attempt.index);
@@ -251,11 +251,17 @@ void IncidentBook::on_tick(const JobView& job, NodeWatch& nodes, std::int64_t st
         // Comes back as a RankHung with the kill's outcome.
         fx.emplace_back(KillRank{inc, kill_route(inc, job, nodes.book(), now.steady)});
     }
-    std::erase_if(pending_lost_, [&](const PendingLost& lost) { return settle(lost, job, nodes, steps_done, now, fx); });
+    std::erase_if(pending_lost_, [&](const PendingLost& lost) { return settle(lost, job, nodes, now, fx); });
 }
 
-bool IncidentBook::settle(const PendingLost& lost, const JobView& job, NodeWatch& nodes, std::int64_t steps_done,
-                          Now now, Effects& fx) {
+const IncidentBook::RecoveryNote* IncidentBook::recovery_of(const std::string& role, SteadyTime since) const {
+    const RecoveryNote* latest = nullptr;
+    for (const auto& note : recovery_notes_)
+        if (note.at >= since && note.roles.count(role)) latest = &note;
+    return latest;
+}
+
+bool IncidentBook::settle(const PendingLost& lost, const JobView& job, NodeWatch& nodes, Now now, Effects& fx) {
     const auto& inc = lost.incident;
     // A rank whose connection was cut but whose process lives reconnects (HELLO again): that is
     // no failure (issue 15, case 4). A visibly live local process gets time for it.
@@ -267,8 +273,12 @@ bool IncidentBook::settle(const PendingLost& lost, const JobView& job, NodeWatch
     const bool settling = waited < kLostSettle || (waited < kReconnectWait && job.alive_here(inc.hostname, inc.pid));
     if (settling && !job.mpirun_gone()) return false;
     // Ranks leaving a job they asked to end are no failure; the deaths that end answers are
-    // (77 names the roles it found no spare for: their nodes are not used again).
-    if (job.interrupt_signal || (job.mpirun_gone() && !exit_requests_.empty() && !answered_losses_.count(inc.role)))
+    // (77 names the roles it found no spare for: their nodes are not used again), and so are
+    // deaths a spare already repaired in-job (a second death can end the step before the first
+    // one's last words had time to arrive).
+    const RecoveryNote* repaired = recovery_of(inc.role, lost.seen);
+    if (job.interrupt_signal ||
+        (job.mpirun_gone() && !exit_requests_.empty() && !answered_losses_.count(inc.role) && !repaired))
         return true;
     Incident i;
     i.attempt = job.attempt.index;
@@ -290,18 +300,17 @@ bool IncidentBook::settle(const PendingLost& lost, const JobView& job, NodeWatch
         log(fx, RankLostWithNode{inc.role, inc.pid, i.node});
         return true;
     }
-    i.step = step_of(inc.pid, inc.last_step_tag, job.last_step);
+    i.step = step_of(inc.pid, inc.last_step_tag, lost.job_step);
     i.detection_latency_ms = static_cast<double>(inc.detection_latency.count());
     // Its recovery may already be done: the record can beat the settle time.
-    for (const auto& note : recovery_notes_)
-        if (note.at >= lost.seen && note.roles.count(inc.role)) {
-            i.recovered = true;
-            i.recovered_by = note.by;
-            i.recovery_ms = note.ms;
-        }
+    if (repaired) {
+        i.recovered = true;
+        i.recovered_by = repaired->by;
+        i.recovery_ms = repaired->ms;
+    }
     const Incident& recorded = add(i, now, fx);
     if (job.layout.slurm && recorded.rule->tier == 1 && !recorded.node.empty())
-        nodes.fail(recorded.node, recorded.rule->classification, steps_done, fx);
+        nodes.fail(recorded.node, recorded.rule->classification, std::max<std::int64_t>(recorded.step, 0), fx);
     say(fx, "FAILURE #" + std::to_string(recorded.id) + ": " + inc.role + " (pid " + std::to_string(inc.pid) +
                 ") lost in step " + std::to_string(recorded.step) +
                 (recorded.since_injection_ms >= 0 ? " (" + human_ms(recorded.since_injection_ms) + " after the fault)" : "") +

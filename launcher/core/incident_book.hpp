@@ -49,7 +49,7 @@ public:
     void on_recovery(const ft::records::Recovery& recovery, const std::string& by, const JobView& job, NodeWatch& nodes,
                      std::int64_t steps_done, Now now, Effects& fx);
     // Stalls whose confirmation time is up; lost ranks whose last words had time to arrive.
-    void on_tick(const JobView& job, NodeWatch& nodes, std::int64_t steps_done, Now now, Effects& fx);
+    void on_tick(const JobView& job, NodeWatch& nodes, Now now, Effects& fx);
 
     // A restart for incident `id` completed (`by` is what recovered it), or failed (`by`: what was tried).
     void restart_ended(int id, const std::string& by, bool completed);
@@ -78,6 +78,7 @@ private:
         RankIncident incident;
         SteadyTime seen;
         WallTime when;
+        std::int64_t job_step;  // the job's last step when the loss was seen (it may settle much later)
     };
     struct PendingStall {
         RankHung hung;
@@ -94,9 +95,10 @@ private:
 
     std::optional<ForcedDeath> confirmed_hang(const RankHung& hung, const JobView& job, NodeWatch& nodes, Now now,
                                               Effects& fx);
+    // The latest in-job recovery of `role` recorded at or after `since`, if any.
+    const RecoveryNote* recovery_of(const std::string& role, SteadyTime since) const;
     // true: `lost` was settled (recorded, or known to be no failure); false: wait on.
-    bool settle(const PendingLost& lost, const JobView& job, NodeWatch& nodes, std::int64_t steps_done, Now now,
-                Effects& fx);
+    bool settle(const PendingLost& lost, const JobView& job, NodeWatch& nodes, Now now, Effects& fx);
     std::int64_t step_of(int pid, std::int64_t last_step_tag, std::int64_t last_step) const;
     double since_injection_ms(int pid, WallTime at) const;
 

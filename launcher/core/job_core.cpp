@@ -254,7 +254,7 @@ void JobCore::handle(const Tick& tick, Now now, Effects& fx) {
     ranks_ = tick.ranks;
     live_pids_ = tick.live_pids;
     if (phase_ == JobPhase::tearing_down || phase_ == JobPhase::done) return;
-    incidents_.on_tick(view(), nodes_, progress_.steps_completed(), now, fx);
+    incidents_.on_tick(view(), nodes_, now, fx);
     if (!view().mpirun_gone()) observe_attempt(now, fx);
     report_.observe(ranks_, progress_.all_registered(), tick.heartbeats, tick.drops);
     report_.progress(progress_.steps_completed(), progress_.loss(), progress_.step_seconds(), incidents_.all().size());

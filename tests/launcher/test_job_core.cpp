@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -1140,11 +1141,11 @@ TEST_CASE("incident: one process of the attempt left without its last record and
     CHECK(lingered[0].grace_ms == 10000);
 }
 
-// Every process but `lost`'s leaves with its last record: the ranks' ending_job (77) names
-// `named` dead, the spare's is spare_released.
+// Every process but `lost`'s (and any lost before) leaves with its last record: the ranks'
+// ending_job (77) names `named` dead, the spare's is spare_released.
 void others_end_naming(Harness& h, const std::string& lost, const std::string& named) {
     for (auto& r : h.ranks) {
-        if (r.role == lost) continue;
+        if (r.role == lost || r.status == RankStatus::lost) continue;
         if (is_spare_role(r.role)) h.feed(records::SpareReleased{r.pid});
         else h.feed(records::EndingJob{flashrec::ft::kExitNoSpare, r.pid, "no spare", {named}});
         r.status = RankStatus::exited;
@@ -1181,6 +1182,37 @@ TEST_CASE("incident: a lost process nobody named dead keeps srun's grace") {
     const auto lingered = h.logged<MpirunLingered>();
     REQUIRE(lingered.size() == 1);
     CHECK(lingered[0].rule == "grace_expired");
+}
+
+// CI, slurm.launch.direct_spares_exhausted: the hot spare took frnode3's role in 27 ms; 250 ms
+// later frnode2's rank died and the survivors ended the step (77). The first death was still
+// waiting for its last words, and was then taken for a rank leaving the ended step: no failure
+// record, and its node was never drained.
+TEST_CASE("direct launch: a death repaired in-job stays a failure when the next death ends the step before it settles") {
+    Harness h(direct_plan_of());
+    h.start();
+    h.register_all();
+    h.steps(0, 10);
+    RankInfo& spare = h.of("spare:0");  // on fn3, the spare node
+    h.lose(kRoles[3]);                  // on fn2
+    spare.role = kRoles[3];
+    spare.phase = wire::Phase::compute;
+    records::Recovery r;
+    r.failed_roles = {kRoles[3]};
+    r.replacement = "hot";
+    r.total_ms = 27;
+    h.feed(RecoveryRecord{r, r.to_json()});
+    h.lose(kRoles[1]);  // on fn1, within kLostSettle of the first: no spare left
+    others_end_naming(h, kRoles[1], kRoles[1]);
+    h.mpirun_exits(exited(flashrec::ft::kExitNoSpare));
+    h.tick();
+    const auto lost = h.failures("connection_lost");
+    REQUIRE(lost.size() == 2);
+    CHECK(lost[0].role == kRoles[3]);
+    CHECK(lost[1].role == kRoles[1]);
+    std::set<std::string> drained;
+    for (const auto& d : h.asked<Drain>()) drained.insert(d.node);
+    CHECK(drained == std::set<std::string>{"fn1", "fn2"});
 }
 
 TEST_CASE("incident: a finished attempt keeps mpirun's grace (its exit forwards the ranks' last output)") {
