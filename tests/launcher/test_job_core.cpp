@@ -164,6 +164,21 @@ public:
         feed(RankLost{incident(role, IncidentReason::connection_lost)});
     }
     void mpirun_exits(int status) { feed(MpirunExited{status}); }
+    // The ranks' record of an in-job repair of `role` by the hot spare.
+    void hot_spare_repaired(const std::string& role, double total_ms) {
+        records::Recovery r;
+        r.failed_roles = {role};
+        r.replacement = "hot";
+        r.total_ms = total_ms;
+        feed(RecoveryRecord{r, r.to_json()});
+    }
+    // The parked spare (on the spare node) takes `role` in-job, and says so.
+    void hot_spare_takes(const std::string& role, double total_ms) {
+        RankInfo& spare = of("spare:0");
+        spare.role = role;
+        spare.phase = wire::Phase::compute;
+        hot_spare_repaired(role, total_ms);
+    }
 
     // What the core asked for.
     // Every record of type R the core asked to log (launcher_records.hpp), in order.
@@ -605,11 +620,7 @@ TEST_CASE("incident: a silent rank killed by the shell is a process_hang; its lo
     CHECK(h.logged<KillConfirmed>().size() == 1);
     CHECK(h.logged<Failure>().size() == 1);
     // The in-job recovery marks it recovered.
-    records::Recovery r;
-    r.failed_roles = {kRoles[1]};
-    r.replacement = "hot";
-    r.total_ms = 42;
-    h.feed(RecoveryRecord{r, r.to_json()});
+    h.hot_spare_repaired(kRoles[1], 42);
     CHECK(h.said("RECOVERED tier 1: dp1.tp0.pp0 -> hot"));
     h.steps(10, 50);
     h.all_finished();
@@ -835,15 +846,8 @@ TEST_CASE("a role a hot spare took in-job: the active nodes follow it, and a rel
     h.start();
     h.register_all();
     h.steps(0, 10);
-    RankInfo& spare = h.of("spare:0");  // on fn3, the spare node
-    h.lose(kRoles[3]);                  // on fn2: drained
-    spare.role = kRoles[3];
-    spare.phase = wire::Phase::compute;
-    records::Recovery r;
-    r.failed_roles = {kRoles[3]};
-    r.replacement = "hot";
-    r.total_ms = 42;
-    h.feed(RecoveryRecord{r, r.to_json()});
+    h.lose(kRoles[3]);  // on fn2: drained
+    h.hot_spare_takes(kRoles[3], 42);  // the spare on fn3
     h.steps(10, 20);
     REQUIRE(h.logged<RoleMoved>().size() == 1);
     CHECK(h.logged<RoleMoved>()[0].to == "fn3");
@@ -961,11 +965,7 @@ TEST_CASE("hung rank under direct launch: killed alone on its node through Slurm
     h.lose(kRoles[3]);
     h.run_for(milliseconds(500));
     CHECK(h.logged<KillConfirmed>().size() == 1);
-    records::Recovery r;
-    r.failed_roles = {kRoles[3]};
-    r.replacement = "hot";
-    r.total_ms = 42;
-    h.feed(RecoveryRecord{r, r.to_json()});
+    h.hot_spare_repaired(kRoles[3], 42);
     CHECK(h.said("RECOVERED tier 1: dp3.tp0.pp0 -> hot"));
     CHECK(h.asked<Drain>().empty());  // the hung process was the fault, not fn2
     CHECK(h.asked<SignalJob>().empty());
@@ -1015,11 +1015,7 @@ TEST_CASE("stalled behind a rank being repaired: judged after the repair; a stal
     h.lose(kRoles[3]);
     h.run_for(milliseconds(800));  // the repair under way: the stall waits
     REQUIRE(h.asked<KillRank>().size() == 1);
-    records::Recovery r;
-    r.failed_roles = {kRoles[3]};
-    r.replacement = "hot";
-    r.total_ms = 900;
-    h.feed(RecoveryRecord{r, r.to_json()});
+    h.hot_spare_repaired(kRoles[3], 900);
     h.of(kRoles[2]).hung = false;  // it moved once the repair was done
     h.of(kRoles[2]).step_tag = 31;
     h.run_for(milliseconds(400));
@@ -1193,15 +1189,8 @@ TEST_CASE("direct launch: a death repaired in-job stays a failure when the next 
     h.start();
     h.register_all();
     h.steps(0, 10);
-    RankInfo& spare = h.of("spare:0");  // on fn3, the spare node
-    h.lose(kRoles[3]);                  // on fn2
-    spare.role = kRoles[3];
-    spare.phase = wire::Phase::compute;
-    records::Recovery r;
-    r.failed_roles = {kRoles[3]};
-    r.replacement = "hot";
-    r.total_ms = 27;
-    h.feed(RecoveryRecord{r, r.to_json()});
+    h.lose(kRoles[3]);  // on fn2
+    h.hot_spare_takes(kRoles[3], 27);  // the spare on fn3
     h.lose(kRoles[1]);  // on fn1, within kLostSettle of the first: no spare left
     others_end_naming(h, kRoles[1], kRoles[1]);
     h.mpirun_exits(exited(flashrec::ft::kExitNoSpare));
@@ -1276,11 +1265,7 @@ TEST_CASE("a control-port flood during a repair: drops counted, one incident, th
         h.advance(milliseconds(2));
         h.tick();
     }
-    records::Recovery r;
-    r.failed_roles = {kRoles[1]};
-    r.replacement = "hot";
-    r.total_ms = 120;
-    h.feed(RecoveryRecord{r, r.to_json()});
+    h.hot_spare_repaired(kRoles[1], 120);
     h.of(kRoles[1]) = h.rank(kRoles[1], 4242, 10);  // the spare took the role
     h.steps(10, 50);
     h.all_finished();
@@ -1757,11 +1742,7 @@ TEST_CASE("summary: protection.every auto's last choice, and the failure cost in
     h.steps(0, 10);
     records::ProtectionInterval choice{32, 8, 4, 10.0, 12.0, 2.0, 0.025, 0.03, 16, "the smallest k within the budget"};
     h.feed(choice);
-    records::Recovery r;
-    r.failed_roles = {kRoles[1]};
-    r.replacement = "hot";
-    r.total_ms = 212;
-    h.feed(RecoveryRecord{r, r.to_json()});
+    h.hot_spare_repaired(kRoles[1], 212);
     h.steps(10, 50);
     records::JobStats s;
     s.role = kRoles[0];
