@@ -323,6 +323,11 @@ class SlurmChaos:
             verdict = "wrong"
             note += (f"; not repaired in-job although a hot spare remained (warm_relaunches "
                      f"{end.get('warm_relaunches')}, hot_spares_used {end.get('hot_spares_used')})")
+        # A node the trial killed or froze is not given to the next job: the launcher drained it.
+        drained = {e.get("node") for e in records if e["event"] == "node_drained"}
+        undrained = [n for n in killed + frozen if n not in drained]
+        if verdict == "identical" and undrained:
+            verdict, note = "wrong", note + f"; {', '.join(undrained)} lost but never drained"
         if phase == 0 or (category == "slurm-relaunch-node-loss" and phase == 1):
             verdict, note = "wrong", note + "; the trial never got to act (the job ended first)"
         if not self.c.heal(self.tool, killed, frozen):
